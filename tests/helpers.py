@@ -1,0 +1,89 @@
+"""Tiny model_fns and input_fns shared by the tests (deterministic: constant initialisers,
+fixed data order)."""
+import numpy as np
+import tensorflow as tf
+
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+NUM_FEATURES = 4
+NUM_CLASSES = 3
+
+
+def make_data(n=96, seed=0):
+  rng = np.random.RandomState(seed)
+  x = rng.randn(n, NUM_FEATURES).astype(np.float32)
+  w = rng.randn(NUM_FEATURES, NUM_CLASSES).astype(np.float32)
+  y = np.argmax(x @ w, axis=1).astype(np.int64)
+  return x, y
+
+
+def dataset_input_fn(x, y, batch_size=None, repeat=True, drop_remainder=False):
+  """An input_fn reading (x, y); batch from params['batch_size'] unless given."""
+
+  def input_fn(params):
+    size = batch_size or params['batch_size']
+    ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y))
+    if repeat:
+      ds = ds.repeat()
+    return ds.batch(size, drop_remainder=drop_remainder)
+
+  return input_fn
+
+
+def _logits(features):
+  kernel = v1.get_variable('dense/kernel', [NUM_FEATURES, NUM_CLASSES],
+                           initializer=tf.constant_initializer(
+                               np.linspace(-0.5, 0.5, NUM_FEATURES * NUM_CLASSES).reshape(
+                                   NUM_FEATURES, NUM_CLASSES)))
+  bias = v1.get_variable('dense/bias', [NUM_CLASSES], initializer=tf.zeros_initializer())
+  return tf.matmul(features['x'], kernel) + bias
+
+
+def make_model_fn(tpu=False, learning_rate=0.1, cross_shard=False, optimizer='sgd',
+                  host_call=False):
+  """A linear softmax classifier; `tpu` returns TPUEstimatorSpec with eval_metrics."""
+
+  def model_fn(features, labels, mode, params):
+    logits = _logits(features)
+    predictions = {'classes': tf.argmax(logits, 1), 'probabilities': tf.nn.softmax(logits)}
+    if mode == te.ModeKeys.PREDICT:
+      if tpu:
+        return te.TPUEstimatorSpec(mode, predictions=predictions)
+      return te.EstimatorSpec(mode, predictions=predictions)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    train_op = None
+    if mode == te.ModeKeys.TRAIN:
+      opt = (v1.train.GradientDescentOptimizer(learning_rate) if optimizer == 'sgd' else
+             v1.train.AdamOptimizer(learning_rate))
+      if cross_shard:
+        opt = te.CrossShardOptimizer(opt)
+      train_op = opt.minimize(loss, global_step=v1.train.get_global_step())
+    if tpu:
+      def metric_fn(labels, logits):
+        return {'accuracy': v1.metrics.accuracy(labels, tf.argmax(logits, 1)),
+                'mean_label': v1.metrics.mean(tf.cast(labels, tf.float32))}
+      spec_host_call = None
+      if host_call:
+        def host_fn(gs, loss):
+          tf.summary.scalar('host_loss', tf.reduce_mean(loss), step=gs[0])
+          return v1.summary.scalar('v1_host_loss', tf.reduce_mean(loss))
+        spec_host_call = (host_fn, [tf.reshape(v1.train.get_global_step(), [1]),
+                                    tf.reshape(loss, [1])])
+      return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
+                                 eval_metrics=(metric_fn, [labels, logits]),
+                                 host_call=spec_host_call)
+    metrics = {'accuracy': v1.metrics.accuracy(labels, predictions['classes']),
+               'mean_label': v1.metrics.mean(tf.cast(labels, tf.float32))}
+    return te.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops=metrics,
+                            predictions=predictions)
+
+  return model_fn
+
+
+def tpu_config(num_shards=None, iterations_per_loop=4, model_dir=None, **kwargs):
+  per_host = kwargs.pop('per_host_input_for_training', True)
+  return te.RunConfig(model_dir=model_dir, tpu_config=te.TPUConfig(
+      iterations_per_loop=iterations_per_loop, num_shards=num_shards,
+      per_host_input_for_training=per_host), **kwargs)

@@ -1,0 +1,56 @@
+"""tpu_estimator: TPUEstimator and the Estimator core on TensorFlow 2.16+.
+
+`model_fn`/`input_fn` programs written for `tf.compat.v1.estimator[.tpu]` run unchanged with
+their import pointed here; `TPUEstimator(use_tpu=True)` shards over TPU-less hardware too.
+"""
+import tensorflow as _tf
+
+from tpu_estimator.config import InputPipelineConfig
+from tpu_estimator.config import RunConfig as _CoreRunConfig
+from tpu_estimator.config import TPUConfig
+from tpu_estimator.config import TPURunConfig
+from tpu_estimator.config import parse_tf_config
+from tpu_estimator.cross_shard_optimizer import CrossShardOptimizer
+from tpu_estimator.errors import NanLossDuringTrainingError
+from tpu_estimator.errors import NoCheckpointError
+from tpu_estimator.estimator import Estimator
+from tpu_estimator.estimator import TPUEstimator
+from tpu_estimator.specs import EstimatorSpec
+from tpu_estimator.specs import ModeKeys
+from tpu_estimator.specs import TPUEstimatorSpec
+from tpu_estimator.warm_starting import WarmStartSettings
+
+# `RunConfig` here is the TPU one (as in tf.compat.v1.estimator.tpu); the Estimator's plain
+# RunConfig is `EstimatorRunConfig` (tf.estimator.RunConfig).  A TPU RunConfig is accepted by
+# Estimator too.
+RunConfig = TPURunConfig
+EstimatorRunConfig = _CoreRunConfig
+
+# The hooks and session pieces the original re-exported from TensorFlow core.
+SessionRunHook = _tf.compat.v1.train.SessionRunHook
+SessionRunArgs = _tf.compat.v1.train.SessionRunArgs
+CheckpointSaverListener = _tf.compat.v1.train.CheckpointSaverListener
+LoggingTensorHook = _tf.compat.v1.train.LoggingTensorHook
+StopAtStepHook = _tf.compat.v1.train.StopAtStepHook
+CheckpointSaverHook = _tf.compat.v1.train.CheckpointSaverHook
+StepCounterHook = _tf.compat.v1.train.StepCounterHook
+NanTensorHook = _tf.compat.v1.train.NanTensorHook
+SummarySaverHook = _tf.compat.v1.train.SummarySaverHook
+FinalOpsHook = _tf.compat.v1.train.FinalOpsHook
+FeedFnHook = _tf.compat.v1.train.FeedFnHook
+
+
+class ExportSavedModelApiVersion:
+  V1 = 1
+  V2 = 2
+
+
+__all__ = [
+    'CheckpointSaverHook', 'CheckpointSaverListener', 'CrossShardOptimizer', 'Estimator',
+    'EstimatorRunConfig', 'EstimatorSpec', 'ExportSavedModelApiVersion', 'FeedFnHook',
+    'FinalOpsHook', 'InputPipelineConfig', 'LoggingTensorHook', 'ModeKeys',
+    'NanLossDuringTrainingError', 'NanTensorHook', 'NoCheckpointError', 'RunConfig',
+    'SessionRunArgs', 'SessionRunHook', 'StepCounterHook', 'StopAtStepHook',
+    'SummarySaverHook', 'TPUConfig', 'TPUEstimator', 'TPUEstimatorSpec', 'TPURunConfig',
+    'WarmStartSettings', 'parse_tf_config'
+]

@@ -1,0 +1,94 @@
+"""Global step, name-based checkpoints (`tf.compat.v1.train.Saver`, V2 format) and the hooks
+that save them, so a model_dir stays readable by the original Estimator and the reverse."""
+import os
+
+import tensorflow as tf
+
+from tpu_estimator import errors
+
+_v1 = tf.compat.v1
+
+
+def latest_checkpoint(model_dir):
+  return tf.train.latest_checkpoint(model_dir) if model_dir else None
+
+
+def global_step_of(checkpoint_path):
+  """The global step stored in a checkpoint (0 when it has none)."""
+  if not checkpoint_path:
+    return 0
+  try:
+    return int(tf.train.load_variable(checkpoint_path, _v1.GraphKeys.GLOBAL_STEP))
+  except (tf.errors.NotFoundError, ValueError):
+    return 0
+
+
+def resolve_checkpoint(model_dir, checkpoint_path, what):
+  """The checkpoint `evaluate`/`predict` restore: the given one, else the latest."""
+  if checkpoint_path:
+    if os.path.isdir(checkpoint_path):
+      found = tf.train.latest_checkpoint(checkpoint_path)
+      if not found:
+        raise errors.NoCheckpointError(
+            'No checkpoint found in directory. Received: checkpoint_path=%r. Pass a '
+            'checkpoint prefix or a directory with a `checkpoint` file.' % checkpoint_path)
+      return found
+    if not tf.io.gfile.exists(checkpoint_path + '.index'):
+      raise errors.NoCheckpointError(
+          'Checkpoint not found. Received: checkpoint_path=%r. Pass an existing checkpoint '
+          'prefix such as model_dir/model.ckpt-100.' % checkpoint_path)
+    return checkpoint_path
+  found = latest_checkpoint(model_dir)
+  if not found:
+    raise errors.NoCheckpointError(
+        'Cannot %s: no trained model in model_dir. Received: model_dir=%r, which has no '
+        'checkpoint. Train first, or pass checkpoint_path=.' % (what, model_dir))
+  return found
+
+
+def saveable_variables():
+  """The global variables to save, with each mirrored variable once (its replica copies are
+  saved through it, under the one-device name)."""
+  variables = _v1.global_variables() + _v1.get_collection(_v1.GraphKeys.SAVEABLE_OBJECTS)
+  components = set()
+  for v in variables:
+    for part in getattr(v, 'values', ()) if hasattr(v, '_distribute_strategy') else ():
+      components.add(id(part))
+  seen, result = set(), []
+  for v in variables:
+    if id(v) in components or id(v) in seen:
+      continue
+    seen.add(id(v))
+    result.append(v)
+  return result
+
+
+def ensure_saver(config):
+  """Registers the default Saver unless the model_fn's scaffold or graph brought one."""
+  if _v1.get_collection(_v1.GraphKeys.SAVERS):
+    return
+  saver = _v1.train.Saver(
+      var_list=saveable_variables(), sharded=True, max_to_keep=config.keep_checkpoint_max,
+      keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
+      save_relative_paths=True)
+  _v1.add_to_collection(_v1.GraphKeys.SAVERS, saver)
+
+
+def saver_hook(model_dir, config, scaffold, listeners):
+  """Saves checkpoints every `save_checkpoints_steps`/`_secs` and at the end of training."""
+  if config.save_checkpoints_steps is None and config.save_checkpoints_secs is None:
+    return None
+  return _v1.train.CheckpointSaverHook(
+      model_dir, save_secs=config.save_checkpoints_secs,
+      save_steps=config.save_checkpoints_steps, scaffold=scaffold,
+      listeners=list(listeners or ()), save_graph_def=config.checkpoint_save_graph_def)
+
+
+def variable_names(model_dir):
+  ckpt = resolve_checkpoint(model_dir, None, 'list variables')
+  return [name for name, _ in tf.train.list_variables(ckpt)]
+
+
+def variable_value(model_dir, name):
+  ckpt = resolve_checkpoint(model_dir, None, 'read a variable')
+  return tf.train.load_variable(ckpt, name)

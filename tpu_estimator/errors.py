@@ -1,0 +1,51 @@
+"""Exception types and the helpers that word error messages the same way everywhere.
+
+Every message says what was expected, what was received and how to fix it, e.g.
+``train_batch_size must be divisible by the number of shards. Received: train_batch_size=30
+with 4 shards. Fix: ...``.
+"""
+import tensorflow as tf
+
+# TensorFlow's own hook raises this type; users catch it by this name.
+NanLossDuringTrainingError = tf.compat.v1.train.NanLossDuringTrainingError
+
+
+class TPUEstimatorError(RuntimeError):
+  """Base class for run-time failures raised by tpu_estimator itself."""
+
+
+class NoCheckpointError(ValueError):
+  """`evaluate`/`predict`/`export` found no checkpoint to restore."""
+
+
+class InputExhaustedError(TPUEstimatorError):
+  """Raised internally when an input pipeline ended before any step ran."""
+
+
+def received(**values):
+  """`Received: a=1, b='x'` for error messages."""
+  return 'Received: ' + ', '.join('%s=%r' % kv for kv in values.items())
+
+
+def value_error(what, fix=None, **values):
+  msg = '%s %s.' % (what, received(**values))
+  if fix:
+    msg += ' ' + fix
+  return ValueError(msg)
+
+
+def type_error(what, fix=None, **values):
+  msg = '%s %s.' % (what, received(**values))
+  if fix:
+    msg += ' ' + fix
+  return TypeError(msg)
+
+
+def check_positive_int(name, value, allow_none=False):
+  """Raises unless `value` is an int > 0 (or None when allowed)."""
+  if value is None and allow_none:
+    return
+  if isinstance(value, bool) or not isinstance(value, int):
+    raise type_error('`%s` must be an int.' % name, 'Pass a positive integer.', **{name: value})
+  if value <= 0:
+    raise value_error('`%s` must be positive.' % name, 'Pass an integer > 0.', **{name: value})

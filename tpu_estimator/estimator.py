@@ -1,0 +1,380 @@
+"""`Estimator` and `TPUEstimator`: validate the call, build a fresh graph for it, run it in a
+`MonitoredSession` with hooks.  The layout (`sharding.OneDevice` or `sharding.Sharded`) says
+where things run; the step builders (`steps`) say what one `session.run` computes."""
+import copy
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from tpu_estimator import checkpoints
+from tpu_estimator import errors
+from tpu_estimator import hooks as hooks_lib
+from tpu_estimator import model_fn as model_fn_lib
+from tpu_estimator import replication
+from tpu_estimator import sharding
+from tpu_estimator import steps as steps_lib
+from tpu_estimator import warm_starting
+from tpu_estimator.config import RunConfig
+from tpu_estimator.config import TPURunConfig
+from tpu_estimator.specs import ModeKeys
+
+_v1 = tf.compat.v1
+_log = tf.get_logger()
+
+
+def _check_hooks(name, hooks):
+  hooks = list(hooks or ())
+  for hook in hooks:
+    if not isinstance(hook, _v1.train.SessionRunHook):
+      raise errors.type_error('All `%s` must be SessionRunHook instances.' % name, hook=hook)
+  return hooks
+
+
+def _check_steps(name, value):
+  if value is None:
+    return
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise errors.type_error('`%s` must be an int.' % name, **{name: value})
+  if value <= 0:
+    raise errors.value_error('Must specify %s > 0.' % name, **{name: value})
+
+
+class Estimator:
+  """Trains, evaluates and predicts with a `model_fn`, as `tf.estimator.Estimator` did."""
+
+  def __init__(self, model_fn, model_dir=None, config=None, params=None, warm_start_from=None):
+    self._layout = sharding.OneDevice(copy.deepcopy(params or {}))
+    self._init(model_fn, model_dir, config, params, warm_start_from, RunConfig)
+
+  def _init(self, model_fn, model_dir, config, params, warm_start_from, config_type):
+    if params is not None and not isinstance(params, dict):
+      raise errors.type_error('`params` must be a dict.', params=params)
+    model_fn_lib.verify_model_fn(model_fn, params,
+                                 require_params=self._layout.allow_tpu_spec)
+    if config is None:
+      config = config_type()
+    if not isinstance(config, config_type):
+      raise errors.type_error('`config` must be a %s.%s.' % (config_type.__module__,
+                                                             config_type.__name__),
+                              config=config)
+    replication.reject_distribute_config(config)
+    if model_dir is not None:
+      model_dir = os.fspath(model_dir)
+    if model_dir and config.model_dir and model_dir != config.model_dir:
+      raise errors.value_error(
+          '`model_dir` is set both in the constructor and in RunConfig, with different values.',
+          'Set it in one place.', model_dir=model_dir, config_model_dir=config.model_dir)
+    model_dir = model_dir or config.model_dir
+    if not model_dir:
+      model_dir = tempfile.mkdtemp()
+      _log.warning('Using temporary folder as model directory: %s', model_dir)
+    if config.model_dir != model_dir:
+      config = config.replace(model_dir=model_dir)
+    self._model_fn = model_fn
+    self._config = config
+    self._model_dir = model_dir
+    self._params = copy.deepcopy(params or {})
+    self._warm_start = warm_starting.settings_from(warm_start_from)
+
+  model_dir = property(lambda self: self._model_dir)
+  config = property(lambda self: copy.deepcopy(self._config))
+  params = property(lambda self: copy.deepcopy(self._params))
+  model_fn = property(lambda self: self._model_fn)
+
+  def latest_checkpoint(self):
+    return checkpoints.latest_checkpoint(self._model_dir)
+
+  def get_variable_names(self):
+    return checkpoints.variable_names(self._model_dir)
+
+  def get_variable_value(self, name):
+    return checkpoints.variable_value(self._model_dir, name)
+
+  # -------------------------------------------------------------------------------------------
+  def _plan(self, mode, replicas):
+    return steps_lib.Plan(
+        replicas=replicas, sharded=self._layout.sharded(mode), loop=self._layout.loop_ipl(mode),
+        ipl=self._layout.loop_ipl(mode),
+        model_params=self._layout.model_params(mode, replicas),
+        allow_tpu_spec=self._layout.allow_tpu_spec,
+        host_call_every_n=self._layout.host_call_every_n, model_dir=self._model_dir,
+        config=self._config)
+
+  def _graph(self):
+    graph = tf.Graph()
+    if self._config.tf_random_seed is not None:
+      with graph.as_default():
+        _v1.set_random_seed(self._config.tf_random_seed)
+    return graph
+
+  def _session_creator(self, replicas, scaffold, **kwargs):
+    return _v1.train.ChiefSessionCreator(
+        scaffold=scaffold, config=replicas.session_config(self._config.session_config),
+        **kwargs)
+
+  # -------------------------------------------------------------------------------------------
+  def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
+    """Trains for `steps` more steps, up to `max_steps` in all, or until the input ends."""
+    if steps is not None and max_steps is not None:
+      raise errors.value_error('Can not provide both steps and max_steps.',
+                               'Pass one of them.', steps=steps, max_steps=max_steps)
+    _check_steps('steps', steps)
+    _check_steps('max_steps', max_steps)
+    hooks = _check_hooks('hooks', hooks)
+    listeners = list(saving_listeners or ())
+    for listener in listeners:
+      if not isinstance(listener, _v1.train.CheckpointSaverListener):
+        raise errors.type_error('saving_listeners must be CheckpointSaverListener instances.',
+                                listener=listener)
+    if max_steps is not None:
+      start = checkpoints.global_step_of(self.latest_checkpoint())
+      if max_steps <= start:
+        _log.info('Skipping training since max_steps has already saved.')
+        return self
+    with self._graph().as_default() as graph:
+      replicas = self._layout.replicas(ModeKeys.TRAIN)
+      with replicas.scope():
+        global_step = _v1.train.get_or_create_global_step(graph)
+      plan = self._plan(ModeKeys.TRAIN, replicas)
+      host_input = self._layout.host_input(input_fn, ModeKeys.TRAIN, self._config, replicas)
+      with graph.device(self._config.device_fn) if self._config.device_fn else _nullctx():
+        built = steps_lib.build_train(plan, self._model_fn, host_input, global_step)
+      loss = built.fetches['loss']
+      if not self.latest_checkpoint():
+        warm_starting.apply(self._warm_start)
+      _v1.summary.scalar('loss', loss)
+      checkpoints.ensure_saver(self._config)
+      all_hooks = self._train_hooks(plan, built, host_input, hooks, global_step, steps,
+                                    max_steps, listeners)
+      creator = self._session_creator(replicas, built.scaffold, checkpoint_dir=self._model_dir)
+      fetch = built.fetches.get('train_op')
+      last_loss = None
+      with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+        while not session.should_stop():
+          if fetch is None:
+            last_loss = session.run(loss)
+          else:
+            _, last_loss = session.run([fetch, loss])
+    _log.info('Loss for final step: %s.', last_loss)
+    return self
+
+  def _train_hooks(self, plan, built, host_input, hooks, global_step, steps, max_steps,
+                   listeners):
+    config = self._config
+    step = built.extras['global_step']  # read after the step (or device loop) ran
+    result = [_v1.train.NanTensorHook(built.fetches['loss'])]
+    if config.log_step_count_steps:
+      result.append(hooks_lib.StepLoggingHook(
+          {'loss': built.fetches['loss'], 'step': step}, step, config.log_step_count_steps))
+    if plan.loop:
+      result.append(hooks_lib.LoopControlHook(
+          built.extras['iterations'], built.extras['steps_run'], step, global_step, plan.ipl,
+          num_steps=steps, last_step=max_steps))
+    elif steps is not None or max_steps is not None:
+      result.append(_v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
+    result += hooks + built.spec_hooks + host_input.hooks + built.hooks
+    if config.is_chief:
+      result += built.chief_hooks
+      if config.log_step_count_steps:
+        result.append(_v1.train.StepCounterHook(every_n_steps=config.log_step_count_steps,
+                                                output_dir=self._model_dir))
+      if config.save_summary_steps:
+        result.append(_v1.train.SummarySaverHook(save_steps=config.save_summary_steps,
+                                                 output_dir=self._model_dir,
+                                                 scaffold=built.scaffold))
+      saver = checkpoints.saver_hook(self._model_dir, config, built.scaffold, listeners)
+      if saver is not None:
+        result.append(saver)
+    return result
+
+  # -------------------------------------------------------------------------------------------
+  def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None):
+    """Evaluates on `steps` batches (or the whole input) from a checkpoint; returns metrics,
+    `loss` (mean over batches) and `global_step`."""
+    _check_steps('steps', steps)
+    hooks = _check_hooks('hooks', hooks)
+    if name is not None and not isinstance(name, str):
+      raise errors.type_error('`name` must be a string.', name=name)
+    checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
+    with self._graph().as_default() as graph:
+      replicas = self._layout.replicas(ModeKeys.EVAL)
+      with replicas.scope():
+        global_step = _v1.train.get_or_create_global_step(graph)
+      plan = self._plan(ModeKeys.EVAL, replicas)
+      host_input = self._layout.host_input(input_fn, ModeKeys.EVAL, self._config, replicas)
+      built = steps_lib.build_eval(plan, self._model_fn, host_input)
+      checkpoints.ensure_saver(self._config)
+      values = dict(built.extras['values'])
+      values[_v1.GraphKeys.GLOBAL_STEP] = global_step
+      final = _v1.train.FinalOpsHook(values)
+      all_hooks = (host_input.hooks + built.hooks +
+                   [hooks_lib.StopAfterNEvalsHook(built.extras['eval_step'], steps)] +
+                   built.spec_hooks + hooks + [final])
+      creator = self._session_creator(replicas, built.scaffold,
+                                      checkpoint_filename_with_path=checkpoint)
+      _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
+      with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+        while not session.should_stop():
+          session.run(built.fetches['update'])
+      results = final.final_ops_values
+      eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
+      _write_eval_summary(eval_dir, results, checkpoint)
+    _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],
+              ', '.join('%s = %s' % kv for kv in sorted(results.items())))
+    return results
+
+  # -------------------------------------------------------------------------------------------
+  def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
+              yield_single_examples=True):
+    """Yields predictions per example (or per batch) for every input, in order."""
+    hooks = _check_hooks('hooks', hooks)
+    if predict_keys is not None and not isinstance(predict_keys, (list, tuple, str)):
+      raise errors.type_error('`predict_keys` must be a list of strings.',
+                              predict_keys=predict_keys)
+    if isinstance(predict_keys, str):
+      predict_keys = [predict_keys]
+    if checkpoint_path:
+      checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'predict')
+    else:
+      checkpoint = self.latest_checkpoint()
+      if not checkpoint:
+        _log.info('Could not find trained model in model_dir: %s, running initialization to '
+                  'predict.', self._model_dir)
+    with self._graph().as_default() as graph:
+      replicas = self._layout.replicas(ModeKeys.PREDICT)
+      with replicas.scope():
+        _v1.train.get_or_create_global_step(graph)
+      plan = self._plan(ModeKeys.PREDICT, replicas)
+      host_input = self._layout.host_input(input_fn, ModeKeys.PREDICT, self._config, replicas)
+      built = steps_lib.build_predict(plan, self._model_fn, host_input)
+      predictions = _select_keys(built.fetches['predictions'], predict_keys)
+      checkpoints.ensure_saver(self._config)
+      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks
+      creator = self._session_creator(replicas, built.scaffold,
+                                      checkpoint_filename_with_path=checkpoint)
+      with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+        while not session.should_stop():
+          batch = session.run(predictions)
+          if not yield_single_examples:
+            yield batch
+            continue
+          yield from _rows(batch)
+
+
+class _nullctx:
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *args):
+    return False
+
+
+def _select_keys(predictions, keys):
+  if keys is None:
+    return predictions
+  if not isinstance(predictions, dict):
+    raise errors.value_error('`predict_keys` needs model_fn to return predictions as a dict.',
+                             predict_keys=keys)
+  selected = {k: v for k, v in predictions.items() if k in keys}
+  if not selected:
+    raise errors.value_error('Expected to run at least one output from %s.' %
+                             sorted(predictions), 'Pass keys that model_fn predicts.',
+                             predict_keys=keys)
+  return selected
+
+
+def _rows(batch):
+  """Splits a batch of predictions (array or dict of arrays) into per-example results."""
+  if not isinstance(batch, dict):
+    for row in batch:
+      yield row
+    return
+  lengths = {k: v.shape[0] if getattr(v, 'ndim', 0) else None for k, v in batch.items()}
+  sizes = set(lengths.values())
+  if None in sizes or len(sizes) != 1:
+    raise errors.value_error(
+        'Batch length of predictions should be the same for every key.',
+        'Return predictions with the batch as first dimension, or predict with '
+        'yield_single_examples=False.', batch_lengths=lengths)
+  for i in range(sizes.pop()):
+    yield {k: v[i] for k, v in batch.items()}
+
+
+def _write_eval_summary(eval_dir, results, checkpoint):
+  """Writes each scalar result at the checkpoint's global step into `eval_dir`."""
+  summary = _v1.Summary()
+  for key, value in results.items():
+    if key == _v1.GraphKeys.GLOBAL_STEP:
+      continue
+    if isinstance(value, (np.floating, float, np.integer, int, np.bool_, bool)) or \
+        getattr(value, 'ndim', None) == 0:
+      summary.value.add(tag=key, simple_value=float(value))
+    elif isinstance(value, bytes):
+      summary.value.add(tag=key).tensor.CopyFrom(tf.make_tensor_proto(value))
+  writer = _v1.summary.FileWriterCache.get(eval_dir)
+  writer.add_summary(summary, int(results[_v1.GraphKeys.GLOBAL_STEP]))
+  path_summary = _v1.Summary()
+  path_summary.value.add(tag='checkpoint_path',
+                         tensor=tf.make_tensor_proto(checkpoint.encode('utf-8')))
+  writer.add_summary(path_summary, int(results[_v1.GraphKeys.GLOBAL_STEP]))
+  writer.flush()
+
+
+class TPUEstimator(Estimator):
+  """`tf.compat.v1.estimator.tpu.TPUEstimator`: with `use_tpu=True` the global batch is split
+  over replicas (TPU cores, GPUs, or `TPUConfig.num_shards` logical CPU devices) and training
+  runs `iterations_per_loop` steps per `session.run`.  `params['batch_size']` is the per-shard
+  batch in `model_fn` and the per-host or per-shard batch in `input_fn`."""
+
+  def __init__(self, model_fn=None, model_dir=None, config=None, params=None, use_tpu=True,
+               train_batch_size=None, eval_batch_size=None, predict_batch_size=None,
+               batch_axis=None, eval_on_tpu=True, export_to_tpu=True, export_to_cpu=True,
+               warm_start_from=None, embedding_config_spec=None,
+               export_saved_model_api_version=1):
+    if config is None or not isinstance(config, TPURunConfig):
+      raise errors.type_error('`config` must be provided with type `tpu_estimator.RunConfig` '
+                              '(the TPU RunConfig).', 'Pass config=RunConfig(tpu_config=...).',
+                              config=config)
+    if params is not None and not isinstance(params, dict):
+      raise errors.type_error('`params` must be a dict.', params=params)
+    reserved = [k for k in sharding.RESERVED_PARAMS_KEYS if k in (params or {})]
+    if reserved:
+      raise errors.value_error('%s are reserved keys but existed in params.' % reserved,
+                               'TPUEstimator sets them; rename your keys.', params=params)
+    for name, value in (('use_tpu', use_tpu), ('eval_on_tpu', eval_on_tpu),
+                        ('export_to_tpu', export_to_tpu), ('export_to_cpu', export_to_cpu)):
+      if not isinstance(value, bool):
+        raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
+    if use_tpu and train_batch_size is None:
+      raise errors.value_error('`train_batch_size` cannot be None with use_tpu=True.',
+                               'Pass the global training batch size.',
+                               train_batch_size=train_batch_size)
+    for name, value in (('train_batch_size', train_batch_size),
+                        ('eval_batch_size', eval_batch_size),
+                        ('predict_batch_size', predict_batch_size)):
+      errors.check_positive_int(name, value, allow_none=True)
+    if export_saved_model_api_version not in (1, 2):
+      raise errors.value_error('`export_saved_model_api_version` must be 1 or 2 '
+                               '(ExportSavedModelApiVersion.V1/V2).',
+                               export_saved_model_api_version=export_saved_model_api_version)
+    if embedding_config_spec is not None:
+      raise errors.value_error(
+          '`embedding_config_spec` needs TPU embedding hardware (TPUEmbedding), which this build '
+          'does not drive.', 'Use embedding lookups in model_fn (e.g. tf.nn.embedding_lookup), '
+          'which shard like any other variable here.',
+          embedding_config_spec=embedding_config_spec)
+    batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
+                   ModeKeys.PREDICT: predict_batch_size}
+    self._layout = sharding.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
+                                    config.tpu_config, batch_axis, eval_on_tpu)
+    self._init(model_fn, model_dir, config, params, warm_start_from, TPURunConfig)
+    self._use_tpu = use_tpu
+    self._export_to_tpu = export_to_tpu
+    self._export_to_cpu = export_to_cpu
+    self._export_api_version = export_saved_model_api_version
+    self.train_batch_size = train_batch_size
+    self.eval_batch_size = eval_batch_size
+    self.predict_batch_size = predict_batch_size

@@ -1,0 +1,119 @@
+"""Built-in hooks.  Hooks trigger on "steps since last >= N", since with device loops the global
+step jumps by the loop size between `session.run` calls."""
+import time
+
+import tensorflow as tf
+
+_v1 = tf.compat.v1
+_log = tf.get_logger()
+
+
+class LoopControlHook(_v1.train.SessionRunHook):
+  """Feeds each device loop the number of steps to run and stops training at the target.
+
+  Loops are clipped to land exactly on `last_step` (steps=10, ipl=4: 4, 8, 10).  With a
+  time-based `iterations_per_loop` the count is re-estimated from the last loop's speed.
+  Training also stops when a loop ran fewer steps than asked: the input ended.
+  """
+
+  def __init__(self, iterations_placeholder, steps_run, step_after, global_step, ipl,
+               num_steps=None, last_step=None):
+    """`step_after`: the global step read after the loop; `global_step`: the variable."""
+    self._placeholder = iterations_placeholder
+    self._steps_run = steps_run
+    self._step_after = step_after
+    self._global_step = global_step
+    self._num_steps = num_steps
+    self._last_step = last_step
+    self._kind, self._amount = ipl
+    self._per_loop = self._amount if self._kind == 'count' else 1
+    self._asked = 0
+    self._current = 0
+    self._started = 0.0
+
+  def after_create_session(self, session, coord):
+    del coord
+    self._current = int(session.run(self._global_step))
+    if self._num_steps is not None:
+      self._last_step = self._current + self._num_steps
+
+  def before_run(self, run_context):
+    count = self._per_loop
+    if self._last_step is not None:
+      count = min(count, max(self._last_step - self._current, 0))
+    if count == 0:
+      run_context.request_stop()
+      count = 0
+    self._asked = count
+    self._started = time.time()
+    return _v1.train.SessionRunArgs([self._steps_run, self._step_after],
+                                    feed_dict={self._placeholder: count})
+
+  def after_run(self, run_context, run_values):
+    steps_run, self._current = (int(v) for v in run_values.results)
+    if self._kind == 'seconds' and steps_run > 0:
+      per_step = max(time.time() - self._started, 1e-6) / steps_run
+      self._per_loop = max(1, int(self._amount / per_step))
+    if steps_run < self._asked:
+      run_context.request_stop()  # the input ended (or the loss stopped being finite)
+    if self._last_step is not None and self._current >= self._last_step:
+      run_context.request_stop()
+
+
+class StepLoggingHook(_v1.train.SessionRunHook):
+  """Logs `loss = ..., step = ... (x sec)` whenever `every_n_steps` steps have passed."""
+
+  def __init__(self, tensors, global_step, every_n_steps):
+    self._tensors = dict(tensors)
+    self._global_step = global_step
+    self._every = every_n_steps
+    self._last_step = None
+    self._last_time = None
+
+  def before_run(self, run_context):
+    del run_context
+    return _v1.train.SessionRunArgs((self._tensors, self._global_step))
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    values, step = run_values.results
+    if self._last_step is not None and step - self._last_step < self._every:
+      return
+    now = time.time()
+    text = ', '.join('%s = %s' % (k, values[k]) for k in self._tensors)
+    if self._last_time is not None:
+      _log.info('%s (%.3f sec)', text, now - self._last_time)
+    else:
+      _log.info('%s', text)
+    self._last_step, self._last_time = step, now
+
+
+class StopAfterNEvalsHook(_v1.train.SessionRunHook):
+  """Stops evaluation after `num_evals` batches (`eval_step` counts them)."""
+
+  def __init__(self, eval_step, num_evals):
+    self._eval_step = eval_step
+    self._num_evals = num_evals
+
+  def before_run(self, run_context):
+    del run_context
+    return _v1.train.SessionRunArgs(self._eval_step)
+
+  def after_run(self, run_context, run_values):
+    if self._num_evals is not None and run_values.results >= self._num_evals:
+      run_context.request_stop()
+
+
+class StopAtInputEndHook(_v1.train.SessionRunHook):
+  """Stops when a padded sharded step found no more input (`has_value` False)."""
+
+  def __init__(self, has_value):
+    self._has_value = has_value
+
+  def before_run(self, run_context):
+    del run_context
+    return _v1.train.SessionRunArgs(self._has_value)
+
+  def after_run(self, run_context, run_values):
+    if not run_values.results:
+      run_context.request_stop()

@@ -1,0 +1,227 @@
+"""Calling `input_fn` and turning what it returns into per-replica batches.
+
+`call_input_fn` passes only the arguments the function takes (`params`, `config`, `mode`,
+`input_context`).  `HostInput` owns the iterators on the host and hands each replica its
+`(features, labels, rows)`: split from one host batch (PER_HOST_V1), one batch per replica from
+one pipeline (PER_HOST_V2) or from one pipeline per replica (PER_SHARD_V1), or the same batch for
+all (BROADCAST).  For evaluation and prediction a short final batch is spread over the replicas in
+order (some may get fewer rows, or none), so sharded results cover exactly the data set.
+"""
+import inspect
+
+import tensorflow as tf
+
+from tpu_estimator import errors
+from tpu_estimator.config import InputPipelineConfig
+
+_v1 = tf.compat.v1
+
+
+def fn_args(fn):
+  """Names of the arguments a callable takes (bound `self` excluded)."""
+  if hasattr(fn, 'func') and hasattr(fn, 'keywords'):  # functools.partial
+    return tuple(a for a in fn_args(fn.func) if a not in (fn.keywords or {}))
+  spec = inspect.signature(fn)
+  return tuple(name for name, p in spec.parameters.items()
+               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+def call_input_fn(input_fn, mode, params, config, input_context=None):
+  """Calls `input_fn` with the subset of (mode, params, config, input_context) it accepts."""
+  if not callable(input_fn):
+    raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
+  args = fn_args(input_fn)
+  kwargs = {}
+  if 'mode' in args:
+    kwargs['mode'] = mode
+  if 'params' in args:
+    kwargs['params'] = params
+  if 'config' in args:
+    kwargs['config'] = config
+  if 'input_context' in args:
+    kwargs['input_context'] = input_context
+  with tf.device('/cpu:0'):
+    return input_fn(**kwargs)
+
+
+def split_features_labels(element):
+  """A (features, labels) pair, or features alone (labels None), as the original read them."""
+  if isinstance(element, tuple) and len(element) == 2:
+    return element[0], element[1]
+  if isinstance(element, tuple) and len(element) == 1:
+    return element[0], None
+  return element, None
+
+
+def _check_result(result):
+  if isinstance(result, tf.data.Dataset):
+    return result
+  if isinstance(result, (tf.Tensor, dict, tuple, list, tf.SparseTensor)):
+    return result
+  raise errors.type_error(
+      '`input_fn` must return a tf.data.Dataset, a (features, labels) tuple, or features.',
+      'Return e.g. tf.data.Dataset.from_tensor_slices((x, y)).batch(32).', result=result)
+
+
+class DatasetInitializerHook(_v1.train.SessionRunHook):
+  """Runs iterator initializers once the session exists."""
+
+  def __init__(self, initializers):
+    self._initializers = list(initializers)
+
+  def after_create_session(self, session, coord):
+    del coord
+    if self._initializers:
+      session.run(self._initializers)
+
+
+def _batch_size_of(structure, axes):
+  for tensor, axis in zip(tf.nest.flatten(structure), axes):
+    return tf.shape(tensor, out_type=tf.int64)[axis]
+  return tf.constant(0, tf.int64)
+
+
+def _axes_for(structure, batch_axis):
+  """One split axis per flattened tensor of `structure` (an int applies to all)."""
+  if batch_axis is None:
+    return [0] * len(tf.nest.flatten(structure))
+  if isinstance(batch_axis, int):
+    return [batch_axis] * len(tf.nest.flatten(structure))
+  try:
+    tf.nest.assert_same_structure(structure, batch_axis)
+  except (ValueError, TypeError):
+    raise errors.value_error('`batch_axis` must match the structure of the input.',
+                             batch_axis=batch_axis, input_structure=str(structure)) from None
+  return tf.nest.flatten(batch_axis)
+
+
+class HostInput:
+  """Iterators on the host and the per-replica inputs drawn from them for one step."""
+
+  def __init__(self, results, input_mode, num_replicas, batch_axis=None, rows=None,
+               uneven=False):
+    """`results`: what each `input_fn` call returned (one, or one per replica for
+    PER_SHARD_V1).  `rows`: rows expected per dataset element when sharding (None on one
+    device).  `uneven`: a short or missing final element is spread over the replicas in order,
+    each getting at most its share, some none (evaluation, prediction); otherwise a short
+    element that cannot be split evenly ends the input (training)."""
+    self._mode = input_mode
+    self._n = num_replicas
+    self._batch_axis = batch_axis
+    self._rows = rows
+    self._uneven = uneven
+    self._iterators = []
+    self._tensors = None
+    results = [_check_result(r) for r in results]
+    if all(isinstance(r, tf.data.Dataset) for r in results):
+      for dataset in results:
+        self._iterators.append(_v1.data.make_initializable_iterator(dataset))
+    elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
+      self._tensors = results[0]
+    else:
+      raise errors.type_error('With PER_SHARD_V1 input every `input_fn` call must return a '
+                              'tf.data.Dataset.', results=results)
+
+  @property
+  def hooks(self):
+    if not self._iterators:
+      return []
+    return [DatasetInitializerHook([it.initializer for it in self._iterators])]
+
+  def _elements_per_step(self):
+    """(iterator, count) pairs: how many elements one step takes from each iterator."""
+    if self._mode == InputPipelineConfig.PER_HOST_V2:
+      return [(self._iterators[0], self._n)]
+    if self._mode == InputPipelineConfig.PER_SHARD_V1 and len(self._iterators) > 1:
+      return [(it, 1) for it in self._iterators]
+    return [(self._iterators[0], 1)]
+
+  def next_batch(self):
+    """`(features, labels)` for one device and one step per `session.run`; `get_next()` raises
+    OutOfRangeError at the end of a dataset, which ends the run as in the original."""
+    if self._tensors is not None:
+      return split_features_labels(self._tensors)
+    return split_features_labels(self._iterators[0].get_next())
+
+  def next_replica_inputs(self):
+    """Builds the ops for one step: returns (has_value, values_fn).
+
+    `has_value` is a bool tensor (always True for tensor inputs).  `values_fn()` builds the
+    per-replica `[(features, labels, rows)]`, `rows` the replica's number of examples; call it
+    only where `has_value` holds (inside a `tf.cond` branch) unless `uneven`, since reading an
+    empty optional fails.
+    """
+    if self._tensors is not None:
+      features, labels = split_features_labels(self._tensors)
+      return tf.constant(True), lambda: self._distribute([(features, labels)])
+    optionals = []
+    for iterator, count in self._elements_per_step():
+      optionals.extend(iterator.get_next_as_optional() for _ in range(count))
+    present = [o.has_value() for o in optionals]
+    if self._uneven:
+      values = [self._value_or_empty(o, here) for o, here in zip(optionals, present)]
+      return tf.reduce_any(tf.stack(present)), lambda: self._distribute(values)
+    has_value = tf.reduce_all(tf.stack(present))
+    read = lambda: [split_features_labels(o.get_value()) for o in optionals]
+    if self._rows is not None and self._n > 1 and len(optionals) < self._n and \
+        self._mode != InputPipelineConfig.BROADCAST:
+      # A short final batch cannot be split evenly over the replicas: it ends the input.
+      def rows():
+        features, _ = read()[0]
+        return _batch_size_of(features, _axes_for(features, self._axis(0)))
+      actual = tf.cond(has_value, rows, lambda: tf.constant(-1, tf.int64))
+      has_value = tf.logical_and(has_value, tf.equal(actual, self._rows))
+    return has_value, lambda: self._distribute(read())
+
+  def _value_or_empty(self, optional, here):
+    """The element, or an empty batch (0 rows) of the same structure when there is none."""
+    spec = optional.element_spec
+    value = tf.cond(here, optional.get_value, lambda: _empty_like_spec(spec))
+    return split_features_labels(value)
+
+  def _axis(self, index):
+    if isinstance(self._batch_axis, (tuple, list)) and len(self._batch_axis) == 2:
+      return self._batch_axis[index]
+    return self._batch_axis
+
+  def _axes(self, features, labels):
+    return _axes_for(features, self._axis(0)), _axes_for(labels, self._axis(1))
+
+  def _distribute(self, values):
+    """From the elements read for one step to one (features, labels, rows) per replica."""
+    if len(values) == self._n:
+      return [(f, l, _batch_size_of(f, self._axes(f, l)[0])) for f, l in values]
+    (features, labels), = values
+    f_axes, l_axes = self._axes(features, labels)
+    rows = _batch_size_of(features, f_axes)
+    if self._mode == InputPipelineConfig.BROADCAST or self._n == 1:
+      return [(features, labels, rows)] * self._n
+    if self._uneven:
+      share = self._rows // self._n
+      bounds = [(tf.minimum(rows, i * share), tf.minimum(rows, (i + 1) * share))
+                for i in range(self._n)]
+      take = lambda t, a, i: tf.gather(t, tf.range(*bounds[i]), axis=a)
+      parts = lambda s, axes: [[take(t, a, i) for i in range(self._n)]
+                               for t, a in zip(tf.nest.flatten(s), axes)]
+      counts = [b - a for a, b in bounds]
+    else:
+      parts = lambda s, axes: [tf.split(t, self._n, axis=a)
+                               for t, a in zip(tf.nest.flatten(s), axes)]
+      counts = [rows // self._n] * self._n
+    f_parts, l_parts = parts(features, f_axes), parts(labels, l_axes)
+    out = []
+    for i in range(self._n):
+      f = tf.nest.pack_sequence_as(features, [p[i] for p in f_parts])
+      lab = tf.nest.pack_sequence_as(labels, [p[i] for p in l_parts]) \
+          if labels is not None else None
+      out.append((f, lab, counts[i]))
+    return out
+
+
+def _empty_like_spec(spec):
+  def empty(s):
+    shape = [d if d is not None else 0 for d in s.shape.as_list()]
+    if shape:
+      shape[0] = 0
+    return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
+  return tf.nest.map_structure(empty, spec)

@@ -1,0 +1,156 @@
+"""How one call is laid out: which replicas, what `params['batch_size']` `input_fn` and
+`model_fn` see, how `input_fn` is called and whether training runs in a device loop.
+
+`OneDevice` is the Estimator's layout.  `Sharded` is TPUEstimator's: with `use_tpu=False` it
+is one device with the global batch (the original's CPU/GPU semantics); with `use_tpu=True`
+the global batch is split over the replicas.
+"""
+import copy
+
+import tensorflow as tf
+
+from tpu_estimator import errors
+from tpu_estimator import inputs
+from tpu_estimator import replication
+from tpu_estimator.config import InputPipelineConfig
+from tpu_estimator.config import parse_iterations_per_loop
+from tpu_estimator.specs import ModeKeys
+
+BATCH_SIZE_KEY = 'batch_size'
+CONTEXT_KEY = 'context'
+RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
+
+
+class OneDevice:
+  """The plain Estimator: one device, `params` passed as given, one step per `session.run`."""
+  allow_tpu_spec = False
+  host_call_every_n = 1
+
+  def __init__(self, params):
+    self.params = params
+
+  def replicas(self, mode):
+    del mode
+    return replication.single_device()
+
+  def sharded(self, mode):
+    del mode
+    return False
+
+  def loop_ipl(self, mode):
+    del mode
+    return None
+
+  def model_params(self, mode, replicas):
+    del mode, replicas
+    return copy.deepcopy(self.params)
+
+  def host_input(self, input_fn, mode, config, replicas):
+    result = inputs.call_input_fn(input_fn, mode, copy.deepcopy(self.params), config)
+    return inputs.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
+
+
+class InputFnContext:
+  """`params['context']` for a TPUEstimator `input_fn`: where this call's input goes."""
+
+  def __init__(self, num_replicas, invocation_index, num_invocations, input_context):
+    self.num_replicas = num_replicas
+    self.num_hosts = 1
+    self.current_host = 0
+    self.input_context = input_context
+    self._invocation = (invocation_index, num_invocations)
+
+  def current_input_fn_deployment(self):
+    """(host device, invocation index, number of invocations), as the original."""
+    return ('/cpu:0',) + self._invocation
+
+
+class Sharded(OneDevice):
+  """TPUEstimator's layout over `replication.make_replicas(num_shards)`."""
+  allow_tpu_spec = True
+
+  def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu):
+    super().__init__(params)
+    self.use_tpu = use_tpu
+    self.batch_sizes = batch_sizes  # {mode: global batch size or None}
+    self.tpu_config = tpu_config
+    self.batch_axis = batch_axis
+    self.eval_on_tpu = eval_on_tpu
+    self.host_call_every_n = tpu_config.experimental_host_call_every_n_steps
+    self._replicas = None
+
+  def sharded(self, mode):
+    return self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
+
+  def replicas(self, mode):
+    if not self.sharded(mode):
+      return replication.single_device()
+    return replication.make_replicas(self.tpu_config.num_shards)
+
+  def loop_ipl(self, mode):
+    if mode == ModeKeys.TRAIN and self.use_tpu:
+      return parse_iterations_per_loop(self.tpu_config.iterations_per_loop)
+    return None
+
+  def _global_batch(self, mode, replicas):
+    size = self.batch_sizes.get(mode)
+    name = {ModeKeys.TRAIN: 'train_batch_size', ModeKeys.EVAL: 'eval_batch_size',
+            ModeKeys.PREDICT: 'predict_batch_size'}[mode]
+    if not self.sharded(mode):
+      return size
+    if size is None:
+      raise errors.value_error(
+          '`%s` must be set to %s with use_tpu=True: the batch is split over replicas.' %
+          (name, {'train': 'train', 'eval': 'evaluate', 'infer': 'predict'}[mode]),
+          'Pass TPUEstimator(%s=...).' % name, **{name: size})
+    if size % replicas.num_replicas:
+      raise errors.value_error(
+          '`%s` must be divisible by the number of replicas.' % name,
+          'Use a multiple of %d.' % replicas.num_replicas,
+          **{name: size, 'num_replicas': replicas.num_replicas})
+    return size
+
+  def _input_mode(self):
+    return self.tpu_config.input_mode
+
+  def _batches(self, mode, replicas):
+    """(input_fn batch, model_fn batch) for `mode`."""
+    size = self._global_batch(mode, replicas)
+    if size is None or not self.sharded(mode):
+      return size, size
+    per_replica = size // replicas.num_replicas
+    input_mode = self._input_mode()
+    if input_mode == InputPipelineConfig.BROADCAST:
+      return size, size
+    if input_mode == InputPipelineConfig.PER_HOST_V1:
+      return size, per_replica
+    return per_replica, per_replica
+
+  def model_params(self, mode, replicas):
+    params = copy.deepcopy(self.params)
+    _, model_batch = self._batches(mode, replicas)
+    if model_batch is not None:
+      params[BATCH_SIZE_KEY] = model_batch
+    params['use_tpu'] = self.use_tpu
+    return params
+
+  def host_input(self, input_fn, mode, config, replicas):
+    input_batch, _ = self._batches(mode, replicas)
+    sharded = self.sharded(mode)
+    input_mode = self._input_mode() if sharded else InputPipelineConfig.PER_HOST_V1
+    calls = replicas.num_replicas if input_mode == InputPipelineConfig.PER_SHARD_V1 else 1
+    results = []
+    for index in range(calls):
+      params = copy.deepcopy(self.params)
+      if input_batch is not None:
+        params[BATCH_SIZE_KEY] = input_batch
+      input_context = tf.distribute.InputContext(
+          num_input_pipelines=calls, input_pipeline_id=index,
+          num_replicas_in_sync=replicas.num_replicas)
+      params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, index, calls, input_context)
+      results.append(inputs.call_input_fn(input_fn, mode, params, config,
+                                          input_context=input_context))
+    if not sharded:
+      return inputs.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
+    return inputs.HostInput(results, input_mode, replicas.num_replicas, self.batch_axis,
+                            rows=input_batch, uneven=mode != ModeKeys.TRAIN)

@@ -1,0 +1,252 @@
+"""What a `model_fn` returns: `ModeKeys`, `EstimatorSpec`, `TPUEstimatorSpec`.
+
+Both specs are namedtuples (users index them and call `_replace`) whose constructor validates
+the fields for the mode, as the original did.  `TPUEstimatorSpec` carries functions to run on
+the host (`eval_metrics`, `host_call`, `scaffold_fn`); `as_estimator_spec()` turns it into an
+`EstimatorSpec` for one-device use.
+"""
+import collections
+import inspect
+
+import tensorflow as tf
+from tensorflow.python.saved_model.model_utils import export_output as _export_output
+from tensorflow.python.saved_model.model_utils import export_utils as _export_utils
+
+from tpu_estimator import errors
+
+_v1 = tf.compat.v1
+
+
+class ModeKeys:
+  """Standard names for model modes."""
+  TRAIN = 'train'
+  EVAL = 'eval'
+  PREDICT = 'infer'
+
+
+_ALL_MODES = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
+
+
+def _check_mode(mode):
+  if mode not in _ALL_MODES:
+    raise errors.value_error('`mode` must be one of %s.' % (_ALL_MODES,), mode=mode)
+
+
+def _check_from_graph(name, value):
+  """Tensors and ops in a spec must live in the graph the estimator is building."""
+  graph = _v1.get_default_graph()
+  for item in tf.nest.flatten(value):
+    if isinstance(item, (tf.Tensor, tf.Operation)) and item.graph is not graph:
+      raise ValueError(
+          '`%s` with %r must be from the default graph. Possible causes: the tensor was made '
+          'outside model_fn (e.g. a global, or by a previous call), or in a different '
+          'tf.Graph. Create every tensor inside model_fn.' % (name, item))
+
+
+def _check_loss(loss, mode):
+  if loss is None:
+    if mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
+      raise ValueError('Missing loss. Received: loss=None in mode=%r; a model_fn must return a '
+                       'scalar loss tensor for TRAIN and EVAL.' % mode)
+    return None
+  if not isinstance(loss, tf.Tensor) and not hasattr(loss, 'op'):
+    raise errors.type_error('`loss` must be a Tensor.', 'Return a scalar tf.Tensor.', loss=loss)
+  shape = loss.shape
+  if shape.rank == 1 and shape[0] == 1:
+    loss = tf.reshape(loss, [])
+  elif shape.rank is not None and shape.rank != 0:
+    raise errors.value_error('`loss` must be a scalar.', 'Reduce it, e.g. tf.reduce_mean(loss).',
+                             loss_shape=str(shape))
+  return loss
+
+
+def _check_train_op(train_op, mode):
+  if train_op is None:
+    if mode == ModeKeys.TRAIN:
+      raise ValueError('Missing train_op. Received: train_op=None in mode=%r; return e.g. '
+                       'optimizer.minimize(loss, global_step=...).' % mode)
+    return None
+  if not isinstance(train_op, (tf.Operation, tf.Tensor)) and not hasattr(train_op, 'op'):
+    raise errors.type_error('`train_op` must be an Operation or a Tensor.', train_op=train_op)
+  return train_op
+
+
+def _check_predictions(predictions, mode):
+  if predictions is None:
+    if mode == ModeKeys.PREDICT:
+      raise ValueError('Missing predictions. Received: predictions=None in mode=%r; return a '
+                       'Tensor or a dict of Tensors.' % mode)
+    return {}
+  if isinstance(predictions, dict):
+    for key, value in predictions.items():
+      if not isinstance(value, tf.Tensor):
+        raise errors.type_error('predictions[%r] must be a Tensor.' % (key,), value=value)
+  elif not isinstance(predictions, tf.Tensor):
+    raise errors.type_error('`predictions` must be a Tensor or a dict of Tensors.',
+                            predictions=predictions)
+  return predictions
+
+
+def _check_metric_ops(eval_metric_ops):
+  if eval_metric_ops is None:
+    return {}
+  if not isinstance(eval_metric_ops, dict):
+    raise errors.type_error('`eval_metric_ops` must be a dict.',
+                            'Map names to (value, update_op) tuples.',
+                            eval_metric_ops=eval_metric_ops)
+  for key, value in eval_metric_ops.items():
+    if isinstance(value, tuple) and len(value) == 2:
+      continue
+    raise errors.type_error(
+        'Values of `eval_metric_ops` must be (metric_value, update_op) tuples.',
+        'Use e.g. tf.compat.v1.metrics.accuracy(labels, predictions).', key=key, value=value)
+  return dict(eval_metric_ops)
+
+
+def _check_hooks(name, hooks):
+  hooks = tuple(hooks or ())
+  for hook in hooks:
+    if not isinstance(hook, _v1.train.SessionRunHook):
+      raise errors.type_error('All hooks in `%s` must be SessionRunHook instances.' % name,
+                              hook=hook)
+  return hooks
+
+
+def _check_export_outputs(export_outputs, predictions, mode):
+  if mode != ModeKeys.PREDICT:
+    return export_outputs
+  if export_outputs is not None:
+    if not isinstance(export_outputs, dict):
+      raise errors.type_error('`export_outputs` must be a dict.', export_outputs=export_outputs)
+    for key, value in export_outputs.items():
+      if not isinstance(value, _export_output.ExportOutput):
+        raise errors.type_error(
+            'Values in `export_outputs` must be ExportOutput objects '
+            '(PredictOutput, ClassificationOutput, RegressionOutput).', key=key, value=value)
+  return _export_utils.get_export_outputs(export_outputs, predictions)
+
+
+class EstimatorSpec(
+    collections.namedtuple('EstimatorSpec', [
+        'mode', 'predictions', 'loss', 'train_op', 'eval_metric_ops', 'export_outputs',
+        'training_chief_hooks', 'training_hooks', 'scaffold', 'evaluation_hooks',
+        'prediction_hooks'
+    ])):
+  """Ops and objects returned from a `model_fn`, validated for `mode`."""
+
+  def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
+              export_outputs=None, training_chief_hooks=None, training_hooks=None,
+              scaffold=None, evaluation_hooks=None, prediction_hooks=None):
+    _check_mode(mode)
+    loss = _check_loss(loss, mode)
+    train_op = _check_train_op(train_op, mode)
+    predictions = _check_predictions(predictions, mode)
+    eval_metric_ops = _check_metric_ops(eval_metric_ops)
+    export_outputs = _check_export_outputs(export_outputs, predictions, mode)
+    if scaffold is not None and not isinstance(scaffold, _v1.train.Scaffold):
+      raise errors.type_error('`scaffold` must be a tf.compat.v1.train.Scaffold.',
+                              scaffold=scaffold)
+    spec = super().__new__(
+        cls, mode=mode, predictions=predictions, loss=loss, train_op=train_op,
+        eval_metric_ops=eval_metric_ops, export_outputs=export_outputs,
+        training_chief_hooks=_check_hooks('training_chief_hooks', training_chief_hooks),
+        training_hooks=_check_hooks('training_hooks', training_hooks),
+        scaffold=scaffold or _v1.train.Scaffold(),
+        evaluation_hooks=_check_hooks('evaluation_hooks', evaluation_hooks),
+        prediction_hooks=_check_hooks('prediction_hooks', prediction_hooks))
+    for name in ('predictions', 'loss', 'train_op'):
+      _check_from_graph(name, getattr(spec, name))
+    for key, metric in spec.eval_metric_ops.items():
+      if isinstance(metric, tuple):
+        _check_from_graph('eval_metric_ops[%r]' % (key,), metric)
+    return spec
+
+  def _replace(self, **kwds):
+    if 'mode' in kwds and kwds['mode'] != self.mode:
+      raise errors.value_error('The mode of an EstimatorSpec cannot be changed.',
+                               mode=kwds['mode'])
+    fields = self._asdict()
+    fields.update(kwds)
+    return EstimatorSpec(**fields)
+
+
+def _check_host_fn(name, value):
+  """`eval_metrics`/`host_call` are `(fn, tensors)` with tensors a list, tuple or dict."""
+  if value is None:
+    return
+  if not isinstance(value, (tuple, list)) or len(value) != 2:
+    raise errors.type_error('`%s` must be a tuple (fn, tensors).' % name, **{name: value})
+  fn, tensors = value
+  if not callable(fn):
+    raise errors.type_error('`%s[0]` must be callable.' % name, **{name: fn})
+  if isinstance(tensors, dict):
+    return
+  if not isinstance(tensors, (tuple, list)):
+    raise errors.type_error('`%s[1]` must be a list, tuple or dict of Tensors.' % name,
+                            **{name: tensors})
+  try:
+    argspec = inspect.getfullargspec(fn)
+  except TypeError:
+    return
+  if argspec.varargs:
+    return
+  args = list(argspec.args)
+  if inspect.ismethod(fn) or (args and args[0] == 'self'):
+    args = args[1:]
+  required = len(args) - len(argspec.defaults or ())
+  if not required <= len(tensors) <= len(args):
+    raise errors.value_error(
+        'In `%s`, the function takes %d arguments but %d tensors were given.' %
+        (name, len(args), len(tensors)),
+        'Pass one tensor per argument of the function (or a dict keyed by argument name).',
+        arguments=args, num_tensors=len(tensors))
+
+
+class TPUEstimatorSpec(
+    collections.namedtuple('TPUEstimatorSpec', [
+        'mode', 'predictions', 'loss', 'train_op', 'eval_metrics', 'export_outputs',
+        'scaffold_fn', 'host_call', 'training_hooks', 'evaluation_hooks', 'prediction_hooks'
+    ])):
+  """What a `TPUEstimator` model_fn returns.
+
+  `eval_metrics=(metric_fn, tensors)` and `host_call=(fn, tensors)` run on the host with the
+  tensors of all shards concatenated along the batch axis.  `scaffold_fn` is a no-argument
+  function returning a `Scaffold`, called on the host.
+  """
+
+  def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metrics=None,
+              export_outputs=None, scaffold_fn=None, host_call=None, training_hooks=None,
+              evaluation_hooks=None, prediction_hooks=None):
+    _check_mode(mode)
+    _check_host_fn('eval_metrics', eval_metrics)
+    _check_host_fn('host_call', host_call)
+    if scaffold_fn is not None and not callable(scaffold_fn):
+      raise errors.type_error('`scaffold_fn` must be callable.', scaffold_fn=scaffold_fn)
+    return super().__new__(
+        cls, mode=mode, predictions=predictions, loss=loss, train_op=train_op,
+        eval_metrics=eval_metrics, export_outputs=export_outputs, scaffold_fn=scaffold_fn,
+        host_call=host_call,
+        training_hooks=_check_hooks('training_hooks', training_hooks),
+        evaluation_hooks=_check_hooks('evaluation_hooks', evaluation_hooks),
+        prediction_hooks=_check_hooks('prediction_hooks', prediction_hooks))
+
+  def _replace(self, **kwds):
+    fields = self._asdict()
+    fields.update(kwds)
+    return TPUEstimatorSpec(**fields)
+
+  def as_estimator_spec(self):
+    """The equivalent `EstimatorSpec` on one device: host functions are called in place."""
+    from tpu_estimator import host_calls  # host_calls depends on specs, not the reverse.
+    eval_metric_ops = None
+    if self.eval_metrics is not None:
+      eval_metric_ops = host_calls.call_host_fn(*self.eval_metrics)
+    scaffold = self.scaffold_fn() if self.scaffold_fn else None
+    hooks = list(self.training_hooks)
+    if self.host_call is not None:
+      hooks.append(host_calls.HostCallHook(host_calls.call_host_fn(*self.host_call)))
+    return EstimatorSpec(
+        mode=self.mode, predictions=self.predictions, loss=self.loss, train_op=self.train_op,
+        eval_metric_ops=eval_metric_ops, export_outputs=self.export_outputs, scaffold=scaffold,
+        training_hooks=hooks, evaluation_hooks=self.evaluation_hooks,
+        prediction_hooks=self.prediction_hooks)

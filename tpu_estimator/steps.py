@@ -1,0 +1,228 @@
+"""Per-mode step builders: what one `session.run` computes for train, evaluate and predict.
+
+Each builder is called inside a fresh `tf.Graph` and returns a `Built`: the tensors to fetch,
+the hooks the graph needs and the scaffold.  On one device the graph is the original
+Estimator's (`model_fn` called once on the input batch).  Sharded, `model_fn` runs once per
+replica on its shard; losses are averaged, `eval_metrics`/`host_call`/predictions concatenated
+on the host (padding rows dropped), and training runs inside a device loop.
+"""
+import collections
+
+import tensorflow as tf
+
+from tpu_estimator import device_loop
+from tpu_estimator import errors
+from tpu_estimator import hooks as hooks_lib
+from tpu_estimator import host_calls
+from tpu_estimator import model_fn as model_fn_lib
+from tpu_estimator import specs
+from tpu_estimator.specs import ModeKeys
+
+_v1 = tf.compat.v1
+LOSS_METRIC_KEY = 'loss'
+
+Built = collections.namedtuple('Built', ['fetches', 'hooks', 'scaffold', 'spec_hooks',
+                                         'chief_hooks', 'extras'])
+
+# How one call is laid out: `replicas`; `sharded` (per-replica model_fn calls and host-side
+# functions); `loop` (training in a device loop; `ipl` its parsed iterations_per_loop);
+# params for model_fn; `allow_tpu_spec`; `host_call_every_n`; `model_dir`.
+Plan = collections.namedtuple('Plan', ['replicas', 'sharded', 'loop', 'ipl', 'model_params',
+                                       'allow_tpu_spec', 'host_call_every_n', 'model_dir',
+                                       'config'])
+
+
+def _call(plan, model_fn, features, labels, mode):
+  return model_fn_lib.call_model_fn(model_fn, features, labels, mode, plan.model_params,
+                                    plan.config, allow_tpu_spec=plan.allow_tpu_spec)
+
+
+def _scaffold_of(spec):
+  """The Scaffold of either spec type; `scaffold_fn` is called here, on the host."""
+  if isinstance(spec, specs.TPUEstimatorSpec):
+    scaffold = spec.scaffold_fn() if spec.scaffold_fn else None
+    if scaffold is not None and not isinstance(scaffold, _v1.train.Scaffold):
+      raise errors.type_error('`scaffold_fn` must return a tf.compat.v1.train.Scaffold.',
+                              returned=scaffold)
+    return scaffold or _v1.train.Scaffold()
+  return spec.scaffold
+
+
+def _writer(plan):
+  return host_calls.SummaryWriter(plan.model_dir)
+
+
+def _run_replicas(plan, fn, values):
+  """`fn(features, labels)` on every replica; row counts stay on the host."""
+  return plan.replicas.run(lambda f, l: fn(f, l), [(v[0], v[1]) for v in values])
+
+
+def _get_or_create_eval_step():
+  existing = _v1.get_collection(_v1.GraphKeys.EVAL_STEP)
+  if existing:
+    return existing[0]
+  return _v1.get_variable(
+      'eval_step', shape=[], dtype=tf.int64, initializer=tf.zeros_initializer(),
+      trainable=False,
+      collections=[_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.EVAL_STEP])
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+
+def build_train(plan, model_fn, host_input, global_step):
+  if plan.loop:
+    return _build_train_loop(plan, model_fn, host_input, global_step)
+  features, labels = host_input.next_batch()
+  spec = _call(plan, model_fn, features, labels, ModeKeys.TRAIN)
+  spec_hooks = list(spec.training_hooks)
+  if isinstance(spec, specs.TPUEstimatorSpec):
+    model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
+    loss = specs._check_loss(spec.loss, ModeKeys.TRAIN)  # pylint: disable=protected-access
+    if spec.host_call is not None:
+      writer = _writer(plan)
+      op = host_calls.host_call_op(spec.host_call, writer, global_step.read_value(),
+                                   plan.host_call_every_n)
+      spec_hooks += [host_calls.HostCallHook(op), writer.hook()]
+    train_op, chief_hooks = spec.train_op, []
+  else:
+    loss, train_op, chief_hooks = spec.loss, spec.train_op, list(spec.training_chief_hooks)
+  scaffold = _scaffold_of(spec)
+  return Built({'loss': loss, 'train_op': train_op}, [], scaffold, spec_hooks, chief_hooks,
+               {'global_step': global_step})
+
+
+def _build_train_loop(plan, model_fn, host_input, global_step):
+  captured = {}
+
+  def replica_step(features, labels):
+    spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, ModeKeys.TRAIN))
+    model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
+    captured.setdefault('spec', spec)
+    loss = specs._check_loss(spec.loss, ModeKeys.TRAIN)  # pylint: disable=protected-access
+    with tf.control_dependencies([spec.train_op]):
+      loss = tf.identity(loss)
+    host_tensors = spec.host_call[1] if spec.host_call is not None else ()
+    return loss, host_tensors
+
+  def run_step(values):
+    outs = _run_replicas(plan, replica_step, values)
+    loss = tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
+    host_call = captured['spec'].host_call
+    if host_call is not None:
+      if plan.sharded:
+        host_calls.check_batch_major('host_call', outs[0][1])
+      tensors = host_calls.concat_replicas([o[1] for o in outs])
+      with tf.control_dependencies([loss]):
+        step = tf.identity(plan.replicas.primary(global_step).read_value())
+      if 'writer' not in captured:
+        captured['writer'] = _writer(plan)
+      op = host_calls.host_call_op((host_call[0], tensors), captured['writer'], step,
+                                   plan.host_call_every_n)
+      with tf.control_dependencies([op]):
+        loss = tf.identity(loss)
+    return loss
+
+  iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
+  steps_run, loss, _ = device_loop.train_loop(host_input.next_replica_inputs, run_step,
+                                              iterations)
+  spec = captured['spec']
+  scaffold = _scaffold_of(spec)
+  spec_hooks = list(spec.training_hooks)
+  if 'writer' in captured:
+    spec_hooks.append(captured['writer'].hook())
+  with tf.control_dependencies([steps_run, loss]):
+    step_after = tf.identity(plan.replicas.primary(global_step).read_value())
+  extras = {'iterations': iterations, 'steps_run': steps_run, 'global_step': step_after}
+  return Built({'loss': loss}, [], scaffold, spec_hooks, [], extras)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+
+def _metric_ops_one_device(spec):
+  if isinstance(spec, specs.TPUEstimatorSpec):
+    model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
+    metrics = {}
+    if spec.eval_metrics is not None:
+      metrics = specs._check_metric_ops(host_calls.call_host_fn(*spec.eval_metrics))  # pylint: disable=protected-access
+    loss = specs._check_loss(spec.loss, ModeKeys.EVAL)  # pylint: disable=protected-access
+    return metrics, loss
+  return dict(spec.eval_metric_ops), spec.loss
+
+
+def _finish_metrics(metrics, loss_metric, eval_step, counted):
+  if LOSS_METRIC_KEY in metrics:
+    raise errors.value_error(
+        'Metric with name "loss" is not allowed, because Estimator already defines a default '
+        'metric with the same name.', 'Rename your metric.', metrics=sorted(metrics))
+  metrics[LOSS_METRIC_KEY] = loss_metric
+  update = tf.group(*[m[1] for m in metrics.values()] + [eval_step.assign_add(counted)])
+  values = {name: m[0] for name, m in metrics.items()}
+  return update, values
+
+
+def build_eval(plan, model_fn, host_input):
+  eval_step = _get_or_create_eval_step()
+  if not plan.sharded:
+    features, labels = host_input.next_batch()
+    spec = _call(plan, model_fn, features, labels, ModeKeys.EVAL)
+    metrics, loss = _metric_ops_one_device(spec)
+    update, values = _finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
+    return Built({'update': update}, [], _scaffold_of(spec), list(spec.evaluation_hooks), [],
+                 {'values': values, 'eval_step': eval_step})
+  has_value, values_fn = host_input.next_replica_inputs()
+  inputs = values_fn()
+  captured = {}
+
+  def replica_step(features, labels):
+    spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, ModeKeys.EVAL))
+    model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
+    captured.setdefault('spec', spec)
+    loss = specs._check_loss(spec.loss, ModeKeys.EVAL)  # pylint: disable=protected-access
+    return loss, (spec.eval_metrics[1] if spec.eval_metrics is not None else ())
+
+  outs = _run_replicas(plan, replica_step, inputs)
+  spec = captured['spec']
+  loss, rows = host_calls.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
+  weight = tf.cast(rows > 0, tf.float32)
+  metrics = {}
+  if spec.eval_metrics is not None:
+    host_calls.check_batch_major('eval_metrics', outs[0][1])
+    tensors = host_calls.concat_replicas([o[1] for o in outs])
+    metrics = specs._check_metric_ops(host_calls.call_host_fn(spec.eval_metrics[0], tensors))  # pylint: disable=protected-access
+  update, values = _finish_metrics(metrics, _v1.metrics.mean(loss, weights=weight), eval_step,
+                                   tf.cast(has_value, tf.int64))
+  return Built({'update': update}, [hooks_lib.StopAtInputEndHook(has_value)],
+               _scaffold_of(spec), list(spec.evaluation_hooks), [],
+               {'values': values, 'eval_step': eval_step})
+
+
+# ---------------------------------------------------------------------------------------------
+# Prediction
+
+def build_predict(plan, model_fn, host_input):
+  if not plan.sharded:
+    features, labels = host_input.next_batch()
+    spec = _call(plan, model_fn, features, labels, ModeKeys.PREDICT)
+    if isinstance(spec, specs.TPUEstimatorSpec):
+      model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
+    return Built({'predictions': spec.predictions}, [], _scaffold_of(spec),
+                 list(spec.prediction_hooks), [], {})
+  has_value, values_fn = host_input.next_replica_inputs()
+  inputs = values_fn()
+  captured = {}
+
+  def replica_step(features, labels):
+    spec = model_fn_lib.tpu_spec_parts(
+        _call(plan, model_fn, features, labels, ModeKeys.PREDICT))
+    model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
+    captured.setdefault('spec', spec)
+    return spec.predictions
+
+  outs = _run_replicas(plan, replica_step, inputs)
+  predictions = host_calls.concat_replicas(outs)
+  spec = captured['spec']
+  return Built({'predictions': predictions}, [hooks_lib.StopAtInputEndHook(has_value)],
+               _scaffold_of(spec), list(spec.prediction_hooks), [], {})
+
