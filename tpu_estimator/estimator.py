@@ -210,7 +210,7 @@ class Estimator:
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       final = _v1.train.FinalOpsHook(values)
       all_hooks = (host_input.hooks + built.hooks +
-                   [hooks_lib.StopAfterNEvalsHook(built.extras['eval_step'], steps)] +
+                   [hooks_lib.StopAfterNEvalsHook(steps)] +
                    built.spec_hooks + hooks + [final])
       creator = self._session_creator(replicas, built.scaffold,
                                       checkpoint_filename_with_path=checkpoint)

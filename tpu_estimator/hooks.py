@@ -55,7 +55,7 @@ class LoopControlHook(_v1.train.SessionRunHook):
       per_step = max(time.time() - self._started, 1e-6) / steps_run
       self._per_loop = max(1, int(self._amount / per_step))
     if steps_run < self._asked:
-      run_context.request_stop()  # the input ended (or the loss stopped being finite)
+      run_context.request_stop()  # the loss stopped being finite
     if self._last_step is not None and self._current >= self._last_step:
       run_context.request_stop()
 
@@ -89,18 +89,16 @@ class StepLoggingHook(_v1.train.SessionRunHook):
 
 
 class StopAfterNEvalsHook(_v1.train.SessionRunHook):
-  """Stops evaluation after `num_evals` batches (`eval_step` counts them)."""
+  """Stops evaluation after `num_evals` batches; the run's fetch is the batch count after it."""
 
-  def __init__(self, eval_step, num_evals):
-    self._eval_step = eval_step
+  def __init__(self, num_evals):
     self._num_evals = num_evals
-
-  def before_run(self, run_context):
-    del run_context
-    return _v1.train.SessionRunArgs(self._eval_step)
+    self._done = 0
 
   def after_run(self, run_context, run_values):
-    if self._num_evals is not None and run_values.results >= self._num_evals:
+    del run_values
+    self._done += 1
+    if self._num_evals is not None and self._done >= self._num_evals:
       run_context.request_stop()
 
 

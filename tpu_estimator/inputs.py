@@ -115,12 +115,23 @@ class HostInput:
     results = [_check_result(r) for r in results]
     if all(isinstance(r, tf.data.Dataset) for r in results):
       for dataset in results:
+        if self._must_split_evenly():
+          dataset = dataset.filter(self._is_full)
         self._iterators.append(_v1.data.make_initializable_iterator(dataset))
     elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
       self._tensors = results[0]
     else:
       raise errors.type_error('With PER_SHARD_V1 input every `input_fn` call must return a '
                               'tf.data.Dataset.', results=results)
+
+  def _must_split_evenly(self):
+    """Training splits each host batch over the replicas: a short batch cannot be used."""
+    return (self._rows is not None and not self._uneven and self._n > 1 and
+            self._mode == InputPipelineConfig.PER_HOST_V1)
+
+  def _is_full(self, *element):
+    features, _ = split_features_labels(element if len(element) > 1 else element[0])
+    return tf.equal(_batch_size_of(features, _axes_for(features, self._axis(0))), self._rows)
 
   @property
   def hooks(self):
@@ -144,34 +155,34 @@ class HostInput:
     return split_features_labels(self._iterators[0].get_next())
 
   def next_replica_inputs(self):
-    """Builds the ops for one step: returns (has_value, values_fn).
+    """Builds the ops for one training step: `[(features, labels, rows)]`, one per replica.
 
-    `has_value` is a bool tensor (always True for tensor inputs).  `values_fn()` builds the
-    per-replica `[(features, labels, rows)]`, `rows` the replica's number of examples; call it
-    only where `has_value` holds (inside a `tf.cond` branch) unless `uneven`, since reading an
-    empty optional fails.
+    Reads with `get_next()`, so the end of the input raises OutOfRangeError, which ends a
+    device loop (and training) after the steps already run.  Short host batches that cannot be
+    split evenly over the replicas are filtered out of the dataset.
     """
     if self._tensors is not None:
-      features, labels = split_features_labels(self._tensors)
-      return tf.constant(True), lambda: self._distribute([(features, labels)])
+      return self._distribute([split_features_labels(self._tensors)])
+    elements = []
+    for iterator, count in self._elements_per_step():
+      elements.extend(split_features_labels(iterator.get_next()) for _ in range(count))
+    return self._distribute(elements)
+
+  def next_replica_inputs_or_empty(self):
+    """For evaluation and prediction: returns (has_value, `[(features, labels, rows)]`).
+
+    A short or missing final element is spread over the replicas in order: some get fewer
+    rows or none (an empty batch), so results cover exactly the data set.  `has_value` is
+    False once no replica got anything.
+    """
+    if self._tensors is not None:
+      return tf.constant(True), self._distribute([split_features_labels(self._tensors)])
     optionals = []
     for iterator, count in self._elements_per_step():
       optionals.extend(iterator.get_next_as_optional() for _ in range(count))
     present = [o.has_value() for o in optionals]
-    if self._uneven:
-      values = [self._value_or_empty(o, here) for o, here in zip(optionals, present)]
-      return tf.reduce_any(tf.stack(present)), lambda: self._distribute(values)
-    has_value = tf.reduce_all(tf.stack(present))
-    read = lambda: [split_features_labels(o.get_value()) for o in optionals]
-    if self._rows is not None and self._n > 1 and len(optionals) < self._n and \
-        self._mode != InputPipelineConfig.BROADCAST:
-      # A short final batch cannot be split evenly over the replicas: it ends the input.
-      def rows():
-        features, _ = read()[0]
-        return _batch_size_of(features, _axes_for(features, self._axis(0)))
-      actual = tf.cond(has_value, rows, lambda: tf.constant(-1, tf.int64))
-      has_value = tf.logical_and(has_value, tf.equal(actual, self._rows))
-    return has_value, lambda: self._distribute(read())
+    values = [self._value_or_empty(o, here) for o, here in zip(optionals, present)]
+    return tf.reduce_any(tf.stack(present)), self._distribute(values)
 
   def _value_or_empty(self, optional, here):
     """The element, or an empty batch (0 rows) of the same structure when there is none."""
@@ -205,7 +216,8 @@ class HostInput:
                                for t, a in zip(tf.nest.flatten(s), axes)]
       counts = [b - a for a, b in bounds]
     else:
-      parts = lambda s, axes: [tf.split(t, self._n, axis=a)
+      share = None if self._rows is None else self._rows // self._n
+      parts = lambda s, axes: [[_with_batch(p, a, share) for p in tf.split(t, self._n, axis=a)]
                                for t, a in zip(tf.nest.flatten(s), axes)]
       counts = [rows // self._n] * self._n
     f_parts, l_parts = parts(features, f_axes), parts(labels, l_axes)
@@ -216,6 +228,15 @@ class HostInput:
           if labels is not None else None
       out.append((f, lab, counts[i]))
     return out
+
+
+def _with_batch(tensor, axis, size):
+  """`tensor` with its batch dimension statically `size` (known once batches are full)."""
+  if size is None or tensor.shape.rank is None:
+    return tensor
+  shape = tensor.shape.as_list()
+  shape[axis] = size
+  return tf.ensure_shape(tensor, shape)
 
 
 def _empty_like_spec(spec):

@@ -114,7 +114,8 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         host_calls.check_batch_major('host_call', outs[0][1])
       tensors = host_calls.concat_replicas([o[1] for o in outs])
       with tf.control_dependencies([loss]):
-        step = tf.identity(plan.replicas.primary(global_step).read_value())
+        # The step this update was computed at (what model_fn read as the global step).
+        step = plan.replicas.primary(global_step).read_value() - 1
       if 'writer' not in captured:
         captured['writer'] = _writer(plan)
       op = host_calls.host_call_op((host_call[0], tensors), captured['writer'], step,
@@ -124,8 +125,9 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     return loss
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  steps_run, loss, _ = device_loop.train_loop(host_input.next_replica_inputs, run_step,
-                                              iterations)
+  with plan.replicas.scope():
+    steps_run, loss = device_loop.train_loop(host_input.next_replica_inputs, run_step,
+                                             iterations)
   spec = captured['spec']
   scaffold = _scaffold_of(spec)
   spec_hooks = list(spec.training_hooks)
@@ -159,6 +161,8 @@ def _finish_metrics(metrics, loss_metric, eval_step, counted):
   metrics[LOSS_METRIC_KEY] = loss_metric
   update = tf.group(*[m[1] for m in metrics.values()] + [eval_step.assign_add(counted)])
   values = {name: m[0] for name, m in metrics.items()}
+  with tf.control_dependencies([update]):
+    update = tf.identity(eval_step.read_value())  # batches evaluated so far, after this one
   return update, values
 
 
@@ -171,8 +175,7 @@ def build_eval(plan, model_fn, host_input):
     update, values = _finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
     return Built({'update': update}, [], _scaffold_of(spec), list(spec.evaluation_hooks), [],
                  {'values': values, 'eval_step': eval_step})
-  has_value, values_fn = host_input.next_replica_inputs()
-  inputs = values_fn()
+  has_value, inputs = host_input.next_replica_inputs_or_empty()
   captured = {}
 
   def replica_step(features, labels):
@@ -209,8 +212,7 @@ def build_predict(plan, model_fn, host_input):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
     return Built({'predictions': spec.predictions}, [], _scaffold_of(spec),
                  list(spec.prediction_hooks), [], {})
-  has_value, values_fn = host_input.next_replica_inputs()
-  inputs = values_fn()
+  has_value, inputs = host_input.next_replica_inputs_or_empty()
   captured = {}
 
   def replica_step(features, labels):

@@ -1,0 +1,302 @@
+"""TPUEstimator: sharding on 1, 2 and 4 logical CPU devices behaves like one device."""
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers as h
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+SHARDS = (1, 2, 4)
+
+
+def _tpu_est(model_dir, shards, model_fn=None, use_tpu=True, ipl=4, batch=16, **kwargs):
+  per_host = kwargs.pop('per_host_input_for_training', True)
+  return te.TPUEstimator(
+      model_fn or h.make_model_fn(tpu=True), use_tpu=use_tpu,
+      config=h.tpu_config(shards, ipl, model_dir=str(model_dir),
+                          per_host_input_for_training=per_host),
+      train_batch_size=batch, eval_batch_size=batch, predict_batch_size=batch, **kwargs)
+
+
+def _recording_model_fn(seen):
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    seen.append(('model_fn', params['batch_size'], features['x'].shape.as_list()[0]))
+    return inner(features, labels, mode, params)
+
+  return model_fn
+
+
+def _recording_input_fn(x, y, seen):
+  def input_fn(params):
+    seen.append(('input_fn', params['batch_size']))
+    return tf.data.Dataset.from_tensor_slices(({'x': x}, y)).repeat().batch(
+        params['batch_size'], drop_remainder=True)
+  return input_fn
+
+
+@pytest.mark.parametrize('shards', SHARDS)
+@pytest.mark.parametrize('mode,expected_input', [
+    (True, 'global'),
+    (te.InputPipelineConfig.PER_HOST_V2, 'shard'),
+    (te.InputPipelineConfig.PER_SHARD_V1, 'shard'),
+])
+def test_batch_sizes_seen_by_input_fn_and_model_fn(tmp_path, shards, mode, expected_input):
+  x, y = h.make_data(64)
+  seen = []
+  est = _tpu_est(tmp_path, shards, _recording_model_fn(seen), per_host_input_for_training=mode)
+  est.train(_recording_input_fn(x, y, seen), steps=2)
+  input_sizes = [s[1] for s in seen if s[0] == 'input_fn']
+  model_calls = [s for s in seen if s[0] == 'model_fn']
+  expected = 16 if expected_input == 'global' else 16 // shards
+  calls = shards if mode is not True and mode == te.InputPipelineConfig.PER_SHARD_V1 else 1
+  assert input_sizes == [expected] * calls
+  assert len(model_calls) == shards  # once per replica
+  assert all(c[1] == 16 // shards and c[2] == 16 // shards for c in model_calls)
+  assert est.get_variable_value('global_step') == 2
+
+
+def test_use_tpu_false_is_one_device_with_global_batch(tmp_path):
+  x, y = h.make_data(64)
+  seen = []
+  est = _tpu_est(tmp_path, 4, _recording_model_fn(seen), use_tpu=False)
+  est.train(_recording_input_fn(x, y, seen), steps=3)
+  assert [s[1] for s in seen] == [16, 16]
+  assert est.get_variable_value('global_step') == 3
+
+
+def _train_weights(model_dir, shards, cross_shard, use_tpu=True, steps=20):
+  x, y = h.make_data(160)
+  est = _tpu_est(model_dir, shards, h.make_model_fn(tpu=True, cross_shard=cross_shard),
+                 use_tpu=use_tpu, ipl=5)
+  est.train(h.dataset_input_fn(x, y), steps=steps)
+  return est.get_variable_value('dense/kernel'), est.get_variable_value('dense/bias')
+
+
+@pytest.mark.parametrize('cross_shard', [False, True])
+def test_sharding_invariance_of_trained_weights(tmp_path, cross_shard):
+  reference = _train_weights(tmp_path / 'one', 1, cross_shard, use_tpu=False)
+  for shards in SHARDS:
+    weights = _train_weights(tmp_path / str(shards), shards, cross_shard)
+    for got, want in zip(weights, reference):
+      np.testing.assert_allclose(got, want, atol=1e-4)
+  # the model really moved away from its initial value
+  assert not np.allclose(reference[1], 0.0, atol=1e-3)
+
+
+def test_cross_shard_optimizer_sum_reduction_scales_update(tmp_path):
+  x, y = h.make_data(64)
+
+  def model_fn(reduction):
+    base = h.make_model_fn(tpu=True)
+
+    def fn(features, labels, mode, params):
+      spec = base(features, labels, mode, params)
+      if mode != te.ModeKeys.TRAIN:
+        return spec
+      opt = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.1), reduction=reduction)
+      return spec._replace(train_op=opt.minimize(spec.loss, v1.train.get_global_step()))
+    return fn
+
+  deltas = {}
+  for name, reduction in (('mean', v1.losses.Reduction.MEAN), ('sum', v1.losses.Reduction.SUM)):
+    est = _tpu_est(tmp_path / name, 2, model_fn(reduction))
+    est.train(h.dataset_input_fn(x, y), steps=1)
+    deltas[name] = est.get_variable_value('dense/bias')
+  np.testing.assert_allclose(deltas['sum'], 2 * deltas['mean'], rtol=1e-5)
+
+
+def _eval_all(model_dir, shards, use_tpu, n, steps=None):
+  x, y = h.make_data(200)
+  est = _tpu_est(model_dir, shards, use_tpu=use_tpu)
+  est.train(h.dataset_input_fn(x, y), steps=6)
+  return est.evaluate(h.dataset_input_fn(x[:n], y[:n], repeat=False), steps=steps)
+
+
+@pytest.mark.parametrize('n', [96, 90])  # 90: a final partial batch of 10
+def test_sharded_eval_metrics_equal_single_device(tmp_path, n):
+  reference = _eval_all(tmp_path / 'one', 1, False, n)
+  for shards in SHARDS:
+    got = _eval_all(tmp_path / str(shards), shards, True, n)
+    assert set(got) == {'accuracy', 'mean_label', 'loss', 'global_step'}
+    assert got['global_step'] == reference['global_step'] == 6
+    for key in ('accuracy', 'mean_label', 'loss'):
+      np.testing.assert_allclose(got[key], reference[key], atol=1e-6, err_msg=key)
+
+
+def test_sharded_eval_steps_counts_global_batches(tmp_path):
+  reference = _eval_all(tmp_path / 'one', 1, False, 96, steps=2)
+  got = _eval_all(tmp_path / 'four', 4, True, 96, steps=2)
+  for key in ('accuracy', 'mean_label', 'loss'):
+    np.testing.assert_allclose(got[key], reference[key], atol=1e-6)
+
+
+@pytest.mark.parametrize('shards', SHARDS)
+def test_predict_count_and_order(tmp_path, shards):
+  x, y = h.make_data(520)
+
+  def model_fn(features, labels, mode, params):
+    h._logits(features)  # a variable so there is something to restore
+    return te.TPUEstimatorSpec(mode, predictions={'x': features['x'],
+                                                  'row': tf.reduce_sum(features['x'], 1)})
+
+  est = te.TPUEstimator(model_fn, config=h.tpu_config(shards, model_dir=str(tmp_path)),
+                        train_batch_size=64, predict_batch_size=64)
+  preds = list(est.predict(h.dataset_input_fn(x, y, repeat=False)))
+  assert len(preds) == 520
+  np.testing.assert_allclose(np.stack([p['x'] for p in preds]), x)
+  batches = list(est.predict(h.dataset_input_fn(x, y, repeat=False),
+                             yield_single_examples=False))
+  assert sum(len(b['row']) for b in batches) == 520
+
+
+def _scalars(directory, tag):
+  values = {}
+  for path in glob.glob(os.path.join(directory, 'events.out.tfevents.*')):
+    for event in v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == tag:
+          number = value.simple_value if value.HasField('simple_value') else \
+              float(tf.make_ndarray(value.tensor))
+          values[event.step] = number
+  return values
+
+
+@pytest.mark.parametrize('shards', [1, 2])
+def test_host_call_writes_tf1_and_tf2_summaries_every_step(tmp_path, shards):
+  x, y = h.make_data(64)
+  est = _tpu_est(tmp_path, shards, h.make_model_fn(tpu=True, host_call=True), ipl=3)
+  est.train(h.dataset_input_fn(x, y), steps=7)
+  tf2 = _scalars(str(tmp_path), 'host_loss')
+  tf1 = _scalars(str(tmp_path), 'v1_host_loss')
+  # at the step each update was computed at (the global step model_fn read), as the original
+  assert sorted(tf2) == list(range(0, 7))
+  assert sorted(tf1) == list(range(0, 7))
+  assert all(np.isfinite(v) for v in tf2.values())
+
+
+def test_host_call_every_n_steps(tmp_path):
+  x, y = h.make_data(64)
+  est = te.TPUEstimator(
+      h.make_model_fn(tpu=True, host_call=True),
+      config=te.RunConfig(model_dir=str(tmp_path), tpu_config=te.TPUConfig(
+          iterations_per_loop=5, num_shards=2, experimental_host_call_every_n_steps=3)),
+      train_batch_size=16)
+  est.train(h.dataset_input_fn(x, y), steps=10)
+  assert sorted(_scalars(str(tmp_path), 'host_loss')) == [0, 3, 6, 9]
+
+
+def test_eval_summaries_written_to_eval_dir(tmp_path):
+  _eval_all(tmp_path, 2, True, 64)
+  assert _scalars(str(tmp_path / 'eval'), 'accuracy')
+  x, y = h.make_data(64)
+  est = _tpu_est(tmp_path, 2)
+  est.evaluate(h.dataset_input_fn(x, y, repeat=False), name='holdout')
+  assert 6 in _scalars(str(tmp_path / 'eval_holdout'), 'loss')
+
+
+def test_scaffold_fn_called_on_host_and_used(tmp_path):
+  x, y = h.make_data(64)
+  source = _tpu_est(tmp_path / 'src', 1, use_tpu=False)
+  source.train(h.dataset_input_fn(x, y), steps=5)
+  trained = source.get_variable_value('dense/kernel')
+  calls = []
+
+  def model_fn(features, labels, mode, params):
+    spec = h.make_model_fn(tpu=True, learning_rate=0.0)(features, labels, mode, params)
+
+    def scaffold_fn():
+      calls.append(tf.distribute.has_strategy())
+      v1.train.init_from_checkpoint(str(tmp_path / 'src'), {'dense/': 'dense/'})
+      return v1.train.Scaffold()
+    return spec._replace(scaffold_fn=scaffold_fn)
+
+  est = _tpu_est(tmp_path / 'dst', 2, model_fn)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  assert calls == [False]  # once, on the host, not once per replica
+  np.testing.assert_allclose(est.get_variable_value('dense/kernel'), trained, atol=1e-6)
+
+
+def test_end_of_input_inside_loop_counts_steps_run(tmp_path):
+  x, y = h.make_data(80)  # 5 batches of 16, then the input ends
+  est = _tpu_est(tmp_path, 2, ipl=4)
+  est.train(h.dataset_input_fn(x, y, repeat=False))
+  assert est.get_variable_value('global_step') == 5
+
+
+@pytest.mark.parametrize('first,then,expected', [(None, 10, [4, 8, 10]), (3, 10, [7, 11, 13])])
+def test_loops_clipped_to_step_target(tmp_path, first, then, expected):
+  x, y = h.make_data(64)
+  seen = []
+
+  class Record(v1.train.SessionRunHook):
+    def before_run(self, run_context):
+      return v1.train.SessionRunArgs(v1.train.get_global_step())
+
+    def end(self, session):
+      seen.append(int(session.run(v1.train.get_global_step())))
+
+  class Steps(v1.train.CheckpointSaverListener):
+    def after_save(self, session, global_step_value):
+      seen.append(('ckpt', global_step_value))
+
+  est = te.TPUEstimator(h.make_model_fn(tpu=True), config=te.RunConfig(
+      model_dir=str(tmp_path), save_checkpoints_steps=1,
+      tpu_config=te.TPUConfig(iterations_per_loop=4, num_shards=2)), train_batch_size=16)
+  if first:
+    est.train(h.dataset_input_fn(x, y), steps=first)
+  seen.clear()
+  est.train(h.dataset_input_fn(x, y), steps=then, saving_listeners=[Steps()])
+  ckpt_steps = [s[1] for s in seen if isinstance(s, tuple)]
+  assert [s for s in ckpt_steps if s != (first or 0)] == expected
+
+
+def test_max_steps_on_loops(tmp_path):
+  x, y = h.make_data(64)
+  est = _tpu_est(tmp_path, 2, ipl=4)
+  est.train(h.dataset_input_fn(x, y), max_steps=6)
+  assert est.get_variable_value('global_step') == 6
+  est.train(h.dataset_input_fn(x, y), max_steps=6)  # already there: a no-op
+  assert est.get_variable_value('global_step') == 6
+
+
+def test_time_based_iterations_per_loop(tmp_path):
+  x, y = h.make_data(64)
+  est = _tpu_est(tmp_path, 2, ipl='1s')
+  est.train(h.dataset_input_fn(x, y), steps=12)
+  assert est.get_variable_value('global_step') == 12
+
+
+def test_checkpoint_variable_names_same_as_one_device(tmp_path):
+  x, y = h.make_data(64)
+  names = []
+  for shards, use_tpu in ((1, False), (4, True)):
+    est = _tpu_est(tmp_path / str(shards), shards, h.make_model_fn(tpu=True, optimizer='adam'),
+                   use_tpu=use_tpu)
+    est.train(h.dataset_input_fn(x, y), steps=2)
+    names.append(est.get_variable_names())
+  assert names[0] == names[1]
+  assert 'dense/kernel/Adam' in names[0]
+
+
+def test_batch_axis_splits_along_given_axis(tmp_path):
+  x, y = h.make_data(64)
+  seen = []
+
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y)).repeat().batch(params['batch_size'])
+    # features batch-major on axis 1
+    return ds.map(lambda f, l: ({'x': tf.transpose(f['x'])}, l))  # features batch on axis 1
+
+  def model_fn(features, labels, mode, params):
+    seen.append(features['x'].shape.as_list())
+    return h.make_model_fn(tpu=True)({'x': tf.transpose(features['x'])}, labels, mode, params)
+
+  est = _tpu_est(tmp_path, 2, model_fn, batch_axis=({'x': 1}, 0))
+  est.train(input_fn, steps=1)
+  assert seen == [[h.NUM_FEATURES, 8]] * 2

@@ -1,0 +1,186 @@
+"""The end-to-end demo: a small convolutional classifier for scikit-learn's digits, trained,
+evaluated and used for prediction with `TPUEstimator(use_tpu=True)`.
+
+The model and input code below is written the way a user of
+`tf.compat.v1.estimator.tpu.TPUEstimator` would write it: an `input_fn` that batches with
+`params['batch_size']`, a `model_fn` built from `tf.compat.v1.get_variable` and `tf.nn` ops that
+returns a `TPUEstimatorSpec` with `eval_metrics` and a `host_call`, and an optimizer wrapped in
+`CrossShardOptimizer`.  Without a TPU the batch is split over `shards` logical CPU devices.
+
+    python -m tpu_estimator demo --steps 400 --shards 2
+"""
+import os
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+
+IMAGE_SIZE = 8
+NUM_CLASSES = 10
+TEST_FRACTION = 0.2
+
+DEFAULT_STEPS = 400
+DEFAULT_ITERATIONS_PER_LOOP = 100
+TRAIN_BATCH_SIZE = 64  # global: split over the shards
+EVAL_BATCH_SIZE = 128
+PREDICT_BATCH_SIZE = 128
+LEARNING_RATE = 3e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+def load_data():
+  """((x_train, y_train), (x_test, y_test)): the 8x8 digits scaled to [0, 1], the last
+  `TEST_FRACTION` of the data set (in its shipped order) held out as the test split."""
+  try:
+    from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
+  except ImportError as e:  # pragma: no cover
+    raise ImportError('The demo reads the digits data set shipped with scikit-learn: '
+                      'pip install "tpu-estimator[demo]" (or scikit-learn).') from e
+  digits = load_digits()
+  x = (digits.images / 16.0).astype(np.float32).reshape(-1, IMAGE_SIZE, IMAGE_SIZE, 1)
+  y = digits.target.astype(np.int64)
+  split = len(x) - int(round(len(x) * TEST_FRACTION))
+  return (x[:split], y[:split]), (x[split:], y[split:])
+
+
+def train_input_fn(x, y, seed):
+  """Shuffled, repeated batches of `params['batch_size']`."""
+
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices(({'image': x}, y))
+    ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True).repeat()
+    return ds.batch(params['batch_size'], drop_remainder=True).prefetch(2)
+
+  return input_fn
+
+
+def eval_input_fn(x, y=None):
+  """One pass over (x, y) in order; the last batch may be partial.  Without `y`, features
+  only (prediction)."""
+
+  def input_fn(params):
+    features = {'image': x}
+    ds = tf.data.Dataset.from_tensor_slices((features, y) if y is not None else features)
+    return ds.batch(params['batch_size'])
+
+  return input_fn
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+
+def _conv(x, name, filters, stride):
+  with v1.variable_scope(name):
+    kernel = v1.get_variable('kernel', [3, 3, x.shape[-1], filters],
+                             initializer=v1.glorot_uniform_initializer())
+    bias = v1.get_variable('bias', [filters], initializer=v1.zeros_initializer())
+    y = tf.nn.conv2d(x, kernel, strides=[1, stride, stride, 1], padding='SAME')
+    return tf.nn.relu(tf.nn.bias_add(y, bias))
+
+
+def _dense(x, name, units, activation=None):
+  with v1.variable_scope(name):
+    kernel = v1.get_variable('kernel', [x.shape[-1], units],
+                             initializer=v1.glorot_uniform_initializer())
+    bias = v1.get_variable('bias', [units], initializer=v1.zeros_initializer())
+    y = tf.matmul(x, kernel) + bias
+    return activation(y) if activation is not None else y
+
+
+def logits_fn(images):
+  """8x8x1 -> conv 3x3/16 -> conv 3x3/32 stride 2 -> 4x4x32 -> dense 64 -> 10 logits."""
+  net = _conv(images, 'conv1', 16, stride=1)
+  net = _conv(net, 'conv2', 32, stride=2)
+  net = tf.reshape(net, [-1, 4 * 4 * 32])
+  net = _dense(net, 'dense1', 64, tf.nn.relu)
+  return _dense(net, 'logits', NUM_CLASSES)
+
+
+def metric_fn(labels, logits):
+  """Runs on the host over the concatenated shards."""
+  return {'accuracy': v1.metrics.accuracy(labels=labels, predictions=tf.argmax(logits, 1))}
+
+
+def host_call_fn(global_step, loss):
+  """Runs on the host every training step: a TF2 summary of the mean loss over shards."""
+  tf.summary.scalar('host_call/loss', tf.reduce_mean(loss), step=global_step[0])
+
+
+def model_fn(features, labels, mode, params):
+  """Called once per shard, with the per-shard batch (`params['batch_size']`)."""
+  logits = logits_fn(features['image'])
+  if mode == te.ModeKeys.PREDICT:
+    return te.TPUEstimatorSpec(mode, predictions={
+        'classes': tf.argmax(logits, 1),
+        'probabilities': tf.nn.softmax(logits),
+    })
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                       logits=logits))
+  if mode == te.ModeKeys.EVAL:
+    return te.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
+  optimizer = te.CrossShardOptimizer(v1.train.AdamOptimizer(params['learning_rate']))
+  train_op = optimizer.minimize(loss, global_step=v1.train.get_global_step())
+  # host_call tensors are concatenated over shards along axis 0: give scalars a batch axis.
+  host_call = (host_call_fn, [tf.reshape(v1.train.get_global_step(), [1]),
+                              tf.reshape(loss, [1])])
+  return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=host_call)
+
+
+# ---------------------------------------------------------------------------------------------
+# The demo
+
+def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
+        iterations_per_loop=DEFAULT_ITERATIONS_PER_LOOP, seed=0, out=print):
+  """Trains `steps` steps, evaluates and predicts on the test split; reports through `out`
+  (one line per call) and returns the numbers."""
+  if model_dir is None:
+    model_dir = tempfile.mkdtemp(prefix='tpu_estimator_demo_')
+  model_dir = os.path.abspath(os.fspath(model_dir))
+  (x_train, y_train), (x_test, y_test) = load_data()
+
+  config = te.RunConfig(
+      model_dir=model_dir, tf_random_seed=seed, save_summary_steps=iterations_per_loop,
+      tpu_config=te.TPUConfig(iterations_per_loop=iterations_per_loop, num_shards=shards))
+  estimator = te.TPUEstimator(
+      model_fn=model_fn, config=config, use_tpu=True, params={'learning_rate': LEARNING_RATE},
+      train_batch_size=TRAIN_BATCH_SIZE, eval_batch_size=EVAL_BATCH_SIZE,
+      predict_batch_size=PREDICT_BATCH_SIZE)
+
+  out('Digits: %d training, %d test images (8x8); %d shard(s), global batch %d, '
+      'iterations_per_loop %s.' % (len(x_train), len(x_test), shards, TRAIN_BATCH_SIZE,
+                                   iterations_per_loop))
+  start = time.time()
+  estimator.train(train_input_fn(x_train, y_train, seed), steps=steps)
+  train_seconds = time.time() - start
+  metrics = estimator.evaluate(eval_input_fn(x_test, y_test))
+  predictions = list(estimator.predict(eval_input_fn(x_test), predict_keys=['classes']))
+  predicted = np.array([p['classes'] for p in predictions])
+  agreement = float(np.mean(predicted == y_test)) if len(predicted) == len(y_test) else None
+
+  result = {
+      'accuracy': float(metrics['accuracy']),
+      'loss': float(metrics['loss']),
+      'global_step': int(metrics['global_step']),
+      'steps_per_sec': steps / train_seconds,
+      'train_seconds': train_seconds,
+      'model_dir': model_dir,
+      'predictions': len(predictions),
+      'predict_accuracy': agreement,
+      'test_size': len(x_test),
+  }
+  out('Test accuracy: %.4f (loss %.4f) at global step %d.' %
+      (result['accuracy'], result['loss'], result['global_step']))
+  out('Training: %d steps in %.1f s, %.1f steps/s.' %
+      (steps, train_seconds, result['steps_per_sec']))
+  out('Predicted %d test images (accuracy of the predicted classes: %s).' %
+      (len(predictions), 'n/a' if agreement is None else '%.4f' % agreement))
+  out('Model directory: %s' % model_dir)
+  out('View the training curves: tensorboard --logdir %s' % model_dir)
+  return result
