@@ -1,0 +1,275 @@
+"""The Estimator core: train/evaluate/predict semantics, checkpoints, hooks, errors."""
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers as h
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+
+
+@pytest.fixture
+def data():
+  return h.make_data(96)
+
+
+def _est(model_dir, **kwargs):
+  return te.Estimator(h.make_model_fn(), model_dir=str(model_dir), params={'batch_size': 16},
+                      **kwargs)
+
+
+def _snapshot(directory):
+  result = {}
+  for root, _, files in os.walk(directory):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, 'rb') as f:
+        result[os.path.relpath(path, directory)] = f.read()
+  return result
+
+
+def test_steps_are_incremental_and_max_steps_absolute(tmp_path, data):
+  est = _est(tmp_path)
+  input_fn = h.dataset_input_fn(*data)
+  est.train(input_fn, steps=5)
+  est.train(input_fn, steps=5)
+  assert est.get_variable_value('global_step') == 10
+  est.train(input_fn, max_steps=12)
+  assert est.get_variable_value('global_step') == 12
+  before = _snapshot(str(tmp_path))
+  est.train(input_fn, max_steps=12)  # already reached: nothing runs, nothing written
+  assert _snapshot(str(tmp_path)) == before
+
+
+def test_trains_until_end_of_input_without_steps(tmp_path, data):
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(*data, repeat=False))  # 96 / 16 = 6 batches
+  assert est.get_variable_value('global_step') == 6
+
+
+@pytest.mark.parametrize('kwargs,error,match', [
+    ({'steps': 1, 'max_steps': 2}, ValueError, 'Can not provide both steps and max_steps'),
+    ({'steps': 0}, ValueError, 'steps > 0.*steps=0'),
+    ({'steps': -3}, ValueError, 'steps=-3'),
+    ({'max_steps': 0}, ValueError, 'max_steps > 0.*max_steps=0'),
+    ({'steps': 1.5}, TypeError, 'steps=1.5'),
+    ({'steps': 1, 'hooks': ['not a hook']}, TypeError, 'SessionRunHook'),
+    ({'steps': 1, 'saving_listeners': [object()]}, TypeError, 'CheckpointSaverListener'),
+])
+def test_train_argument_errors_leave_model_dir_intact(tmp_path, data, kwargs, error, match):
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(*data), steps=1)
+  before = _snapshot(str(tmp_path))
+  with pytest.raises(error, match=match):
+    est.train(h.dataset_input_fn(*data), **kwargs)
+  assert _snapshot(str(tmp_path)) == before
+
+
+def test_evaluate_returns_metrics_loss_and_global_step(tmp_path, data):
+  x, y = data
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(x, y), steps=4)
+  result = est.evaluate(h.dataset_input_fn(x[:40], y[:40], repeat=False))
+  assert set(result) == {'accuracy', 'mean_label', 'loss', 'global_step'}
+  assert result['global_step'] == 4
+  # loss is the mean over batches (16, 16, 8) of each batch's mean loss
+  kernel, bias = est.get_variable_value('dense/kernel'), est.get_variable_value('dense/bias')
+  logits = x[:40] @ kernel + bias
+  logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+  per_example = -logp[np.arange(40), y[:40]]
+  batch_means = [per_example[i:i + 16].mean() for i in (0, 16, 32)]
+  np.testing.assert_allclose(result['loss'], np.mean(batch_means), rtol=1e-5)
+  np.testing.assert_allclose(result['accuracy'], np.mean(logits.argmax(1) == y[:40]))
+  np.testing.assert_allclose(result['mean_label'], y[:40].mean(), rtol=1e-6)
+
+
+def test_evaluate_steps_and_named_eval_dir(tmp_path, data):
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  x, y = data
+  one = est.evaluate(h.dataset_input_fn(x, y), steps=1, name='first')
+  np.testing.assert_allclose(one['mean_label'], y[:16].mean(), rtol=1e-6)
+  assert glob.glob(str(tmp_path / 'eval_first' / 'events.out.tfevents.*'))
+
+
+def test_evaluate_without_checkpoint_raises_and_writes_nothing(tmp_path, data):
+  est = _est(tmp_path / 'empty')
+  with pytest.raises(ValueError, match='no checkpoint'):
+    est.evaluate(h.dataset_input_fn(*data, repeat=False))
+  assert not os.path.exists(tmp_path / 'empty' / 'eval')
+  with pytest.raises(ValueError, match='checkpoint_path'):
+    est.evaluate(h.dataset_input_fn(*data), checkpoint_path=str(tmp_path / 'nope' / 'ckpt-1'))
+
+
+def test_evaluate_from_explicit_checkpoint(tmp_path, data):
+  est = _est(tmp_path, config=te.EstimatorRunConfig(save_checkpoints_steps=2))
+  est.train(h.dataset_input_fn(*data), steps=4)
+  result = est.evaluate(h.dataset_input_fn(*data, repeat=False),
+                        checkpoint_path=str(tmp_path / 'model.ckpt-2'))
+  assert result['global_step'] == 2
+
+
+def test_predict_rows_batches_and_keys(tmp_path, data):
+  x, y = data
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(x, y), steps=3)
+  rows = list(est.predict(h.dataset_input_fn(x[:40], y[:40], repeat=False)))
+  assert len(rows) == 40 and set(rows[0]) == {'classes', 'probabilities'}
+  kernel, bias = est.get_variable_value('dense/kernel'), est.get_variable_value('dense/bias')
+  np.testing.assert_array_equal([r['classes'] for r in rows], (x[:40] @ kernel + bias).argmax(1))
+  only = list(est.predict(h.dataset_input_fn(x[:40], y[:40], repeat=False),
+                          predict_keys=['classes']))
+  assert set(only[0]) == {'classes'}
+  batches = list(est.predict(h.dataset_input_fn(x[:40], y[:40], repeat=False),
+                             yield_single_examples=False))
+  assert [len(b['classes']) for b in batches] == [16, 16, 8]
+  with pytest.raises(ValueError, match='predict_keys'):
+    next(est.predict(h.dataset_input_fn(x, y, repeat=False), predict_keys=['nope']))
+
+
+def test_predict_features_only_dataset_and_tensor_predictions(tmp_path, data):
+  x, _ = data
+
+  def model_fn(features, mode):
+    return te.EstimatorSpec(mode, predictions=h._logits(features))
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path))
+  out = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({'x': x}).batch(10)))
+  assert len(out) == 96 and out[0].shape == (h.NUM_CLASSES,)
+
+
+def test_input_fn_variants(tmp_path, data):
+  x, y = data
+  seen = {}
+
+  def tuple_input_fn(mode, config, params, input_context):
+    seen.update(mode=mode, config=config, params=params, context=input_context)
+    ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y)).repeat().batch(16)
+    return v1.data.make_one_shot_iterator(ds).get_next()  # (features, labels) tensors
+
+  est = _est(tmp_path)
+  est.train(tuple_input_fn, steps=2)
+  assert est.get_variable_value('global_step') == 2
+  assert seen['mode'] == te.ModeKeys.TRAIN
+  assert seen['params'] == {'batch_size': 16}
+  assert seen['config'].model_dir == str(tmp_path)
+  with pytest.raises(TypeError, match='input_fn'):
+    est.train(lambda: 'not data', steps=1)
+
+
+def test_model_fn_with_fewer_arguments_and_keras_layers(tmp_path, data):
+  x, y = data
+
+  def model_fn(features, labels, mode):
+    logits = tf.keras.layers.Dense(h.NUM_CLASSES, name='dense')(features['x'])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    train_op = v1.train.AdamOptimizer(0.01).minimize(loss, v1.train.get_global_step())
+    return te.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                            predictions={'logits': logits})
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path))
+  est.train(h.dataset_input_fn(x, y, batch_size=16), steps=3)
+  names = est.get_variable_names()
+  assert 'dense/kernel' in names and 'global_step' in names
+  assert est.evaluate(h.dataset_input_fn(x, y, batch_size=16, repeat=False))['global_step'] == 3
+
+
+def test_checkpoints_layout_and_retention(tmp_path, data):
+  config = te.EstimatorRunConfig(save_checkpoints_steps=2, keep_checkpoint_max=2)
+  est = _est(tmp_path, config=config)
+  est.train(h.dataset_input_fn(*data), steps=8)
+  assert est.latest_checkpoint() == str(tmp_path / 'model.ckpt-8')
+  kept = sorted(os.path.basename(p)[:-len('.index')] for p in glob.glob(str(tmp_path / '*.index')))
+  assert kept == ['model.ckpt-6', 'model.ckpt-8']
+  assert os.path.exists(tmp_path / 'graph.pbtxt')
+  assert est.get_variable_names() == ['dense/bias', 'dense/kernel', 'global_step']
+
+
+def test_nan_loss_stops_training_and_never_becomes_latest(tmp_path, data):
+  x, y = data
+
+  def model_fn(features, labels, mode, params):
+    spec = h.make_model_fn()(features, labels, mode, params)
+    step = v1.train.get_global_step()
+    loss = tf.where(step >= 3, np.nan, spec.loss)
+    with tf.control_dependencies([spec.train_op]):
+      loss = tf.identity(loss)
+    return spec._replace(loss=loss)
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path), params={'batch_size': 16},
+                     config=te.EstimatorRunConfig(save_checkpoints_steps=1))
+  with pytest.raises(te.NanLossDuringTrainingError):
+    est.train(h.dataset_input_fn(x, y), steps=10)
+  latest = est.latest_checkpoint()
+  assert latest and int(latest.rsplit('-', 1)[1]) <= 3
+  assert np.all(np.isfinite(tf.train.load_variable(latest, 'dense/kernel')))
+
+
+def test_hooks_listeners_and_default_summaries(tmp_path, data):
+  calls = []
+
+  class Hook(v1.train.SessionRunHook):
+    def begin(self):
+      self.step = v1.train.get_global_step()
+
+    def before_run(self, run_context):
+      return v1.train.SessionRunArgs(self.step)
+
+    def after_run(self, run_context, run_values):
+      calls.append(run_values.results)
+
+  class Listener(v1.train.CheckpointSaverListener):
+    def after_save(self, session, global_step_value):
+      calls.append(('saved', global_step_value))
+
+  est = _est(tmp_path, config=te.EstimatorRunConfig(save_summary_steps=1,
+                                                    log_step_count_steps=1))
+  est.train(h.dataset_input_fn(*data), steps=3, hooks=[Hook()], saving_listeners=[Listener()])
+  steps = [c for c in calls if not isinstance(c, tuple)]
+  assert len(steps) == 3 and steps == sorted(steps)  # one call per step, read with the step
+  assert ('saved', 3) in calls
+  tags = set()
+  for path in glob.glob(str(tmp_path / 'events.out.tfevents.*')):
+    for event in v1.train.summary_iterator(path):
+      tags.update(v.tag for v in event.summary.value)
+  assert {'loss', 'global_step/sec'} <= tags
+
+
+def test_model_fn_must_return_spec_and_loss_metric_reserved(tmp_path, data):
+  est = te.Estimator(lambda features, labels, mode: 'nope', model_dir=str(tmp_path))
+  with pytest.raises(TypeError, match='EstimatorSpec'):
+    est.train(h.dataset_input_fn(*data, batch_size=16), steps=1)
+
+  def model_fn(features, labels, mode, params):
+    spec = h.make_model_fn()(features, labels, mode, params)
+    if mode == te.ModeKeys.EVAL:
+      return spec._replace(eval_metric_ops={'loss': v1.metrics.mean(spec.loss)})
+    return spec
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path / 'b'), params={'batch_size': 16})
+  est.train(h.dataset_input_fn(*data), steps=1)
+  with pytest.raises(ValueError, match='"loss" is not allowed'):
+    est.evaluate(h.dataset_input_fn(*data, repeat=False))
+
+
+def test_tf_random_seed_makes_runs_repeatable(tmp_path, data):
+  def model_fn(features, labels, mode):
+    kernel = v1.get_variable('k', [h.NUM_FEATURES, h.NUM_CLASSES])  # random initialiser
+    logits = tf.matmul(features['x'], kernel)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    return te.EstimatorSpec(mode, loss=loss, train_op=v1.train.GradientDescentOptimizer(
+        0.1).minimize(loss, v1.train.get_global_step()))
+
+  values = []
+  for name in ('a', 'b'):
+    est = te.Estimator(model_fn, model_dir=str(tmp_path / name),
+                       config=te.EstimatorRunConfig(tf_random_seed=7))
+    est.train(h.dataset_input_fn(*data, batch_size=16), steps=2)
+    values.append(est.get_variable_value('k'))
+  np.testing.assert_array_equal(values[0], values[1])
