@@ -221,7 +221,7 @@ def test_hooks_listeners_and_default_summaries(tmp_path, data):
       return v1.train.SessionRunArgs(self.step)
 
     def after_run(self, run_context, run_values):
-      calls.append(run_values.results)
+      calls.append(int(run_values.results))
 
   class Listener(v1.train.CheckpointSaverListener):
     def after_save(self, session, global_step_value):
