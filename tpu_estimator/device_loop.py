@@ -30,3 +30,52 @@ def train_loop(next_inputs, run_step, iterations):
 
   init = (tf.constant(0, tf.int64), tf.constant(0.0))
   return tf.while_loop(cond, body, init, parallel_iterations=1)
+
+
+def collect_loop(iterations, step):
+  """Runs `step()` up to `iterations` times in one `session.run`, gathering its outputs.
+
+  `step()` → (has_value, outputs): `outputs` a nest of tensors of rank >= 1 whose first axis
+  is rows.  The loop stops early once `has_value` is False (that last step's outputs, with no
+  rows, are gathered too).  Each step's outputs go to a host queue; after the loop a second
+  loop drains it into TensorArrays, so the result is every leaf concatenated along axis 0 over
+  the steps run, however many rows each step had.  Returns (outputs, steps_run, more_input).
+  """
+  iterations = tf.maximum(tf.cast(iterations, tf.int64), 1)
+  state = {}
+
+  def cond(i, more):
+    return tf.logical_and(i < iterations, more)
+
+  def body(i, more):
+    del more
+    has_value, outputs = step()
+    flat = [tf.convert_to_tensor(t) for t in tf.nest.flatten(outputs)]
+    if 'queue' not in state:
+      with tf.init_scope():
+        state['queue'] = tf.queue.FIFOQueue(-1, [t.dtype for t in flat])
+      state['structure'] = outputs
+      state['specs'] = [(t.dtype, t.shape[1:]) for t in flat]
+    enqueue = state['queue'].enqueue(flat)
+    with tf.control_dependencies([enqueue]):
+      return i + 1, tf.identity(has_value)
+
+  steps_run, more = tf.while_loop(cond, body, (tf.constant(0, tf.int64), tf.constant(True)),
+                                  parallel_iterations=1)
+  arrays = tuple(tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False,
+                                element_shape=tf.TensorShape([None]).concatenate(inner))
+                 for dtype, inner in state['specs'])
+
+  def drain_cond(j, *arrays):
+    del arrays
+    return tf.cast(j, tf.int64) < steps_run
+
+  def drain_body(j, *arrays):
+    items = state['queue'].dequeue()
+    items = items if isinstance(items, (list, tuple)) else [items]
+    return (j + 1,) + tuple(a.write(j, item) for a, item in zip(arrays, items))
+
+  drained = tf.while_loop(drain_cond, drain_body, (tf.constant(0),) + arrays,
+                          parallel_iterations=1)
+  flat = [array.concat() for array in drained[1:]]
+  return tf.nest.pack_sequence_as(state['structure'], flat), steps_run, more

@@ -95,7 +95,8 @@ class Estimator:
   # -------------------------------------------------------------------------------------------
   def _plan(self, mode, replicas):
     return steps_lib.Plan(
-        replicas=replicas, sharded=self._layout.sharded(mode), loop=self._layout.loop_ipl(mode),
+        replicas=replicas, sharded=self._layout.sharded(mode),
+        loop=mode == ModeKeys.TRAIN and self._layout.loop_ipl(mode) is not None,
         ipl=self._layout.loop_ipl(mode),
         model_params=self._layout.model_params(mode, replicas),
         allow_tpu_spec=self._layout.allow_tpu_spec,
@@ -204,14 +205,12 @@ class Estimator:
         global_step = _v1.train.get_or_create_global_step(graph)
       plan = self._plan(ModeKeys.EVAL, replicas)
       host_input = self._layout.host_input(input_fn, ModeKeys.EVAL, self._config, replicas)
-      built = steps_lib.build_eval(plan, self._model_fn, host_input)
+      built = steps_lib.build_eval(plan, self._model_fn, host_input, steps)
       checkpoints.ensure_saver(self._config)
       values = dict(built.extras['values'])
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       final = _v1.train.FinalOpsHook(values)
-      all_hooks = (host_input.hooks + built.hooks +
-                   [hooks_lib.StopAfterNEvalsHook(steps)] +
-                   built.spec_hooks + hooks + [final])
+      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final]
       creator = self._session_creator(replicas, built.scaffold,
                                       checkpoint_filename_with_path=checkpoint)
       _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
@@ -249,18 +248,20 @@ class Estimator:
       plan = self._plan(ModeKeys.PREDICT, replicas)
       host_input = self._layout.host_input(input_fn, ModeKeys.PREDICT, self._config, replicas)
       built = steps_lib.build_predict(plan, self._model_fn, host_input)
-      predictions = _select_keys(built.fetches['predictions'], predict_keys)
+      fetches = dict(built.fetches, predictions=_select_keys(built.fetches['predictions'],
+                                                             predict_keys))
       checkpoints.ensure_saver(self._config)
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks
       creator = self._session_creator(replicas, built.scaffold,
                                       checkpoint_filename_with_path=checkpoint)
       with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
         while not session.should_stop():
-          batch = session.run(predictions)
-          if not yield_single_examples:
-            yield batch
-            continue
-          yield from _rows(batch)
+          out = session.run(fetches)
+          for batch in _split_batches(out['predictions'], out.get('batch_rows')):
+            if yield_single_examples:
+              yield from _rows(batch)
+            else:
+              yield batch
 
 
 class _nullctx:
@@ -284,6 +285,16 @@ def _select_keys(predictions, keys):
                              sorted(predictions), 'Pass keys that model_fn predicts.',
                              predict_keys=keys)
   return selected
+
+
+def _split_batches(predictions, batch_rows):
+  """The batches one `session.run` predicted: one, or (device loops) one per row count."""
+  if batch_rows is None:
+    return [predictions]
+  bounds = np.cumsum([0] + list(batch_rows))
+  pick = lambda v, a, b: v[a:b]
+  return [tf.nest.map_structure(lambda v, a=a, b=b: pick(v, a, b), predictions)
+          for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 def _rows(batch):

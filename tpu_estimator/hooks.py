@@ -102,16 +102,34 @@ class StopAfterNEvalsHook(_v1.train.SessionRunHook):
       run_context.request_stop()
 
 
-class StopAtInputEndHook(_v1.train.SessionRunHook):
-  """Stops when a padded sharded step found no more input (`has_value` False)."""
+class CollectLoopHook(_v1.train.SessionRunHook):
+  """Feeds evaluation/prediction loops their batch count and stops at the end of the input
+  or after `num_steps` batches (`progress`: batches done after the run)."""
 
-  def __init__(self, has_value):
-    self._has_value = has_value
+  def __init__(self, iterations_placeholder, progress, more_input, ipl, num_steps=None):
+    self._placeholder = iterations_placeholder
+    self._progress = progress
+    self._more = more_input
+    self._kind, self._amount = ipl
+    self._per_loop = self._amount if self._kind == 'count' else 1
+    self._num_steps = num_steps
+    self._done = 0
+    self._started = 0.0
 
   def before_run(self, run_context):
-    del run_context
-    return _v1.train.SessionRunArgs(self._has_value)
+    count = self._per_loop
+    if self._num_steps is not None:
+      count = max(1, min(count, self._num_steps - self._done))
+    self._asked = count
+    self._started = time.time()
+    return _v1.train.SessionRunArgs([self._progress, self._more],
+                                    feed_dict={self._placeholder: count})
 
   def after_run(self, run_context, run_values):
-    if not run_values.results:
+    progress, more = run_values.results
+    self._done = int(progress)
+    if self._kind == 'seconds':
+      per_step = max(time.time() - self._started, 1e-6) / self._asked
+      self._per_loop = max(1, int(self._amount / per_step))
+    if not more or (self._num_steps is not None and self._done >= self._num_steps):
       run_context.request_stop()

@@ -88,7 +88,7 @@ class Sharded(OneDevice):
     return replication.make_replicas(self.tpu_config.num_shards)
 
   def loop_ipl(self, mode):
-    if mode == ModeKeys.TRAIN and self.use_tpu:
+    if self.sharded(mode):
       return parse_iterations_per_loop(self.tpu_config.iterations_per_loop)
     return None
 

@@ -166,16 +166,18 @@ def _finish_metrics(metrics, loss_metric, eval_step, counted):
   return update, values
 
 
-def build_eval(plan, model_fn, host_input):
+def build_eval(plan, model_fn, host_input, num_steps):
+  """Evaluation: one batch per `session.run` on one device (the original's graph); sharded,
+  up to `iterations_per_loop` global batches per `session.run` in a collecting device loop,
+  with `metric_fn` called once on the host over all their rows."""
   eval_step = _get_or_create_eval_step()
   if not plan.sharded:
     features, labels = host_input.next_batch()
     spec = _call(plan, model_fn, features, labels, ModeKeys.EVAL)
     metrics, loss = _metric_ops_one_device(spec)
     update, values = _finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
-    return Built({'update': update}, [], _scaffold_of(spec), list(spec.evaluation_hooks), [],
-                 {'values': values, 'eval_step': eval_step})
-  has_value, inputs = host_input.next_replica_inputs_or_empty()
+    return Built({'update': update}, [hooks_lib.StopAfterNEvalsHook(num_steps)],
+                 _scaffold_of(spec), list(spec.evaluation_hooks), [], {'values': values})
   captured = {}
 
   def replica_step(features, labels):
@@ -185,26 +187,35 @@ def build_eval(plan, model_fn, host_input):
     loss = specs._check_loss(spec.loss, ModeKeys.EVAL)  # pylint: disable=protected-access
     return loss, (spec.eval_metrics[1] if spec.eval_metrics is not None else ())
 
-  outs = _run_replicas(plan, replica_step, inputs)
+  def step():
+    has_value, inputs = host_input.next_replica_inputs_or_empty()
+    outs = _run_replicas(plan, replica_step, inputs)
+    loss, rows = host_calls.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
+    if captured['spec'].eval_metrics is not None:
+      host_calls.check_batch_major('eval_metrics', outs[0][1])
+    tensors = host_calls.concat_replicas([o[1] for o in outs])
+    return has_value, (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]))
+
+  iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
+  (tensors, losses, rows), _, more = device_loop.collect_loop(iterations, step)
   spec = captured['spec']
-  loss, rows = host_calls.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
-  weight = tf.cast(rows > 0, tf.float32)
   metrics = {}
   if spec.eval_metrics is not None:
-    host_calls.check_batch_major('eval_metrics', outs[0][1])
-    tensors = host_calls.concat_replicas([o[1] for o in outs])
     metrics = specs._check_metric_ops(host_calls.call_host_fn(spec.eval_metrics[0], tensors))  # pylint: disable=protected-access
-  update, values = _finish_metrics(metrics, _v1.metrics.mean(loss, weights=weight), eval_step,
-                                   tf.cast(has_value, tf.int64))
-  return Built({'update': update}, [hooks_lib.StopAtInputEndHook(has_value)],
-               _scaffold_of(spec), list(spec.evaluation_hooks), [],
-               {'values': values, 'eval_step': eval_step})
+  counted = tf.math.count_nonzero(rows > 0, dtype=tf.int64)
+  loss_metric = _v1.metrics.mean(losses, weights=tf.cast(rows > 0, tf.float32))
+  update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
+  loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
+  return Built({'update': update}, [loop_hook], _scaffold_of(spec),
+               list(spec.evaluation_hooks), [], {'values': values})
 
 
 # ---------------------------------------------------------------------------------------------
 # Prediction
 
 def build_predict(plan, model_fn, host_input):
+  """Prediction: one batch per `session.run` on one device; sharded, up to
+  `iterations_per_loop` global batches per `session.run`, their rows gathered on the host."""
   if not plan.sharded:
     features, labels = host_input.next_batch()
     spec = _call(plan, model_fn, features, labels, ModeKeys.PREDICT)
@@ -212,7 +223,6 @@ def build_predict(plan, model_fn, host_input):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
     return Built({'predictions': spec.predictions}, [], _scaffold_of(spec),
                  list(spec.prediction_hooks), [], {})
-  has_value, inputs = host_input.next_replica_inputs_or_empty()
   captured = {}
 
   def replica_step(features, labels):
@@ -222,9 +232,15 @@ def build_predict(plan, model_fn, host_input):
     captured.setdefault('spec', spec)
     return spec.predictions
 
-  outs = _run_replicas(plan, replica_step, inputs)
-  predictions = host_calls.concat_replicas(outs)
-  spec = captured['spec']
-  return Built({'predictions': predictions}, [hooks_lib.StopAtInputEndHook(has_value)],
-               _scaffold_of(spec), list(spec.prediction_hooks), [], {})
+  def step():
+    has_value, inputs = host_input.next_replica_inputs_or_empty()
+    outs = _run_replicas(plan, replica_step, inputs)
+    rows = tf.add_n([tf.cast(v[2], tf.int64) for v in inputs])
+    return has_value, (host_calls.concat_replicas(outs), tf.reshape(rows, [1]))
 
+  iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
+  (predictions, rows), steps_run, more = device_loop.collect_loop(iterations, step)
+  spec = captured['spec']
+  loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
+  return Built({'predictions': predictions, 'batch_rows': rows}, [loop_hook],
+               _scaffold_of(spec), list(spec.prediction_hooks), [], {})
