@@ -5,6 +5,7 @@ their import pointed here; `TPUEstimator(use_tpu=True)` shards over TPU-less har
 """
 import tensorflow as _tf
 
+from tpu_estimator import export
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.config import RunConfig as _CoreRunConfig
 from tpu_estimator.config import TPUConfig
@@ -52,5 +53,5 @@ __all__ = [
     'NanLossDuringTrainingError', 'NanTensorHook', 'NoCheckpointError', 'RunConfig',
     'SessionRunArgs', 'SessionRunHook', 'StepCounterHook', 'StopAtStepHook',
     'SummarySaverHook', 'TPUConfig', 'TPUEstimator', 'TPUEstimatorSpec', 'TPURunConfig',
-    'WarmStartSettings', 'parse_tf_config'
+    'WarmStartSettings', 'export', 'parse_tf_config'
 ]

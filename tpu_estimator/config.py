@@ -35,7 +35,7 @@ class TaskType:
 
 ClusterInfo = collections.namedtuple('ClusterInfo', [
     'cluster_spec', 'task_type', 'task_id', 'master', 'evaluation_master', 'is_chief',
-    'num_ps_replicas', 'num_worker_replicas', 'global_id_in_cluster'
+    'num_ps_replicas', 'num_worker_replicas', 'global_id_in_cluster', 'model_dir'
 ])
 
 
@@ -52,8 +52,10 @@ def parse_tf_config(tf_config=None):
                                TF_CONFIG=tf_config) from None
   cluster = tf_config.get('cluster') or {}
   task = tf_config.get('task') or {}
+  model_dir = tf_config.get('model_dir')
   if not cluster:
-    return ClusterInfo(tf.train.ClusterSpec({}), TaskType.WORKER, 0, '', '', True, 0, 1, 0)
+    return ClusterInfo(tf.train.ClusterSpec({}), TaskType.WORKER, 0, '', '', True, 0, 1, 0,
+                       model_dir)
   task_type = task.get('type')
   task_id = int(task.get('index', 0))
   if task_type is None:
@@ -81,10 +83,13 @@ def parse_tf_config(tf_config=None):
       global_id += task_id
       break
     global_id += len(spec.job_tasks(job))
+  if task_type == TaskType.PS:
+    global_id = sum(len(spec.job_tasks(j)) for j in order) + task_id
   if task_type == TaskType.EVALUATOR:
-    return ClusterInfo(spec, task_type, task_id, '', '', False, 0, 0, None)
-  return ClusterInfo(spec, task_type, task_id, master, master, is_chief, num_ps, num_workers,
-                     global_id)
+    return ClusterInfo(tf.train.ClusterSpec({}), task_type, task_id, '', '', False, 0, 0, None,
+                       model_dir)
+  return ClusterInfo(spec, task_type, task_id, master, '', is_chief, num_ps, num_workers,
+                     global_id, model_dir)
 
 
 def _check_non_negative(name, value, allow_none=True):
@@ -131,19 +136,35 @@ class RunConfig:
     for name, value in (('save_summary_steps', save_summary_steps),
                         ('save_checkpoints_steps', save_checkpoints_steps),
                         ('save_checkpoints_secs', save_checkpoints_secs),
-                        ('keep_checkpoint_max', keep_checkpoint_max),
-                        ('keep_checkpoint_every_n_hours', keep_checkpoint_every_n_hours),
+                        ('keep_checkpoint_max', keep_checkpoint_max)):
+      _check_non_negative(name, value)
+    for name, value in (('keep_checkpoint_every_n_hours', keep_checkpoint_every_n_hours),
                         ('session_creation_timeout_secs', session_creation_timeout_secs)):
       _check_non_negative(name, value)
+      if value is not None and value <= 0:
+        raise errors.value_error('`%s` must be > 0.' % name, **{name: value})
     errors.check_positive_int('log_step_count_steps', log_step_count_steps, allow_none=True)
     if session_config is not None and not isinstance(session_config, _v1.ConfigProto):
       raise errors.type_error('`session_config` must be a tf.compat.v1.ConfigProto.',
                               session_config=session_config)
-    if device_fn is not None and not callable(device_fn):
-      raise errors.type_error('`device_fn` must be callable.', device_fn=device_fn)
+    if device_fn is not None:
+      if not callable(device_fn):
+        raise errors.type_error('`device_fn` must be callable.', device_fn=device_fn)
+      import inspect  # pylint: disable=import-outside-toplevel
+      try:
+        names = list(inspect.signature(device_fn).parameters)
+      except (TypeError, ValueError):
+        names = ['op']
+      if names != ['op']:
+        raise errors.value_error('`device_fn` must take exactly one argument, `op`.',
+                                 'Define device_fn(op) returning a device string.',
+                                 device_fn_args=names)
     if protocol not in (None, 'grpc', 'grpc+verbs'):
       raise errors.value_error('`protocol` must be None, "grpc" or "grpc+verbs".',
                                protocol=protocol)
+    self._cluster = parse_tf_config()
+    if model_dir is None and self._cluster.model_dir:
+      model_dir = self._cluster.model_dir
     self._model_dir = model_dir
     self._tf_random_seed = tf_random_seed
     self._save_summary_steps = save_summary_steps
@@ -162,7 +183,6 @@ class RunConfig:
     self._session_creation_timeout_secs = session_creation_timeout_secs
     self._checkpoint_save_graph_def = checkpoint_save_graph_def
     self._progress_bar = progress_bar
-    self._cluster = parse_tf_config()
 
   def _fields(self):
     return {name: getattr(self, '_' + name) for name in _REPLACEABLE}
@@ -311,6 +331,10 @@ class TPUConfig(
     errors.check_positive_int('experimental_host_call_every_n_steps',
                               experimental_host_call_every_n_steps)
     _check_non_negative('initial_infeed_sleep_secs', initial_infeed_sleep_secs)
+    if per_host_input_for_training is True:
+      per_host_input_for_training = InputPipelineConfig.PER_HOST_V1
+    elif per_host_input_for_training is False:
+      per_host_input_for_training = InputPipelineConfig.PER_SHARD_V1
     if tpu_job_name is not None and not isinstance(tpu_job_name, str):
       raise errors.type_error('`tpu_job_name` must be a string.', tpu_job_name=tpu_job_name)
     return super().__new__(
@@ -321,13 +345,8 @@ class TPUConfig(
 
   @property
   def input_mode(self):
-    """The `InputPipelineConfig` value that `per_host_input_for_training` stands for."""
-    value = self.per_host_input_for_training
-    if value is True:
-      return InputPipelineConfig.PER_HOST_V1
-    if value is False:
-      return InputPipelineConfig.PER_SHARD_V1
-    return value
+    """The `InputPipelineConfig` value (True/False were normalised at construction)."""
+    return self.per_host_input_for_training
 
 
 class TPURunConfig(RunConfig):
@@ -340,9 +359,9 @@ class TPURunConfig(RunConfig):
     tpu_config = tpu_config or TPUConfig()
     if not isinstance(tpu_config, TPUConfig):
       raise errors.type_error('`tpu_config` must be a TPUConfig.', tpu_config=tpu_config)
-    if cluster is not None and (master is not None or evaluation_master is not None):
-      raise errors.value_error('Pass either `cluster` or `master`/`evaluation_master`, not both.',
-                               master=master, evaluation_master=evaluation_master)
+    if cluster is not None and master is not None:
+      raise errors.value_error('Pass either `cluster` or `master`, not both.',
+                               'The master comes from the cluster resolver.', master=master)
     for name, value in (('master', master), ('evaluation_master', evaluation_master)):
       if value is not None and not isinstance(value, str):
         raise errors.type_error('`%s` must be a string.' % name, **{name: value})
@@ -358,13 +377,21 @@ class TPURunConfig(RunConfig):
   def master(self):
     if self._tpu_master is not None:
       return self._tpu_master
+    if self._tpu_cluster is not None:
+      return self._tpu_cluster.master()
     return self._cluster.master
+
+  @property
+  def cluster_spec(self):
+    if self._tpu_cluster is not None:
+      return self._tpu_cluster.cluster_spec()
+    return self._cluster.cluster_spec
 
   @property
   def evaluation_master(self):
     if self._tpu_evaluation_master is not None:
       return self._tpu_evaluation_master
-    return self.master
+    return self.master  # the TPU RunConfig's documented default
 
   def replace(self, **kwargs):
     tpu_kwargs = {}

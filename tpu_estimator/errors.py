@@ -4,6 +4,8 @@ Every message says what was expected, what was received and how to fix it, e.g.
 ``train_batch_size must be divisible by the number of shards. Received: train_batch_size=30
 with 4 shards. Fix: ...``.
 """
+import numbers
+
 import tensorflow as tf
 
 # TensorFlow's own hook raises this type; users catch it by this name.
@@ -45,7 +47,7 @@ def check_positive_int(name, value, allow_none=False):
   """Raises unless `value` is an int > 0 (or None when allowed)."""
   if value is None and allow_none:
     return
-  if isinstance(value, bool) or not isinstance(value, int):
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
     raise type_error('`%s` must be an int.' % name, 'Pass a positive integer.', **{name: value})
   if value <= 0:
     raise value_error('`%s` must be positive.' % name, 'Pass an integer > 0.', **{name: value})

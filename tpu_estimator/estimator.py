@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tpu_estimator import checkpoints
 from tpu_estimator import errors
+from tpu_estimator import export as export_lib
 from tpu_estimator import hooks as hooks_lib
 from tpu_estimator import model_fn as model_fn_lib
 from tpu_estimator import replication
@@ -264,6 +265,70 @@ class Estimator:
               yield batch
 
 
+  # -------------------------------------------------------------------------------------------
+  def export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
+                         as_text=False, checkpoint_path=None,
+                         experimental_mode=ModeKeys.PREDICT):
+    """Exports the model for serving as a timestamped SavedModel under `export_dir_base`;
+    returns its path (bytes)."""
+    if experimental_mode != ModeKeys.PREDICT:
+      raise errors.value_error(
+          'Only experimental_mode=ModeKeys.PREDICT is supported for export.',
+          'Export the serving graph; train and evaluate with the Estimator.',
+          experimental_mode=experimental_mode)
+    if not isinstance(export_dir_base, (str, bytes, os.PathLike)):
+      raise errors.type_error('`export_dir_base` must be a path.',
+                              export_dir_base=export_dir_base)
+    if serving_input_receiver_fn is None or not callable(serving_input_receiver_fn):
+      raise errors.type_error('`serving_input_receiver_fn` must be a callable returning a '
+                              'ServingInputReceiver.',
+                              serving_input_receiver_fn=serving_input_receiver_fn)
+    targets = self._layout.export_targets()
+    if not targets:
+      raise errors.value_error('One of export_to_cpu and export_to_tpu must be true.',
+                               export_to_cpu=False, export_to_tpu=False)
+    checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'export')
+
+    def builder(params):
+      def build():
+        if self._config.tf_random_seed is not None:
+          _v1.set_random_seed(self._config.tf_random_seed)
+        _v1.train.get_or_create_global_step()
+        receiver = export_lib.call_receiver_fn(serving_input_receiver_fn)
+        spec = model_fn_lib.call_model_fn(
+            self._model_fn, receiver.features, None, ModeKeys.PREDICT, params, self._config,
+            allow_tpu_spec=self._layout.allow_tpu_spec)
+        spec = model_fn_lib.tpu_spec_parts(spec)
+        model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
+        outputs = export_lib.export_outputs_of(spec)
+        scaffold = steps_lib.scaffold_of(spec)
+        return export_lib.signature_defs(receiver, outputs), scaffold
+      return build
+
+    return export_lib.write_saved_model(
+        os.fspath(export_dir_base), checkpoint,
+        [(tags, builder(params)) for tags, params in targets], assets_extra=assets_extra,
+        as_text=as_text, session_config=self._config.session_config)
+
+  def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
+                                           assets_extra=None, as_text=False,
+                                           checkpoint_path=None):
+    """Exports the modes in `input_receiver_fn_map` (PREDICT is supported)."""
+    if not isinstance(input_receiver_fn_map, dict) or not input_receiver_fn_map:
+      raise errors.type_error('`input_receiver_fn_map` must be a dict {mode: receiver_fn}.',
+                              input_receiver_fn_map=input_receiver_fn_map)
+    unsupported = sorted(set(input_receiver_fn_map) - {ModeKeys.PREDICT})
+    if unsupported:
+      raise errors.value_error('Only ModeKeys.PREDICT can be exported by this build.',
+                               'Drop the other modes from input_receiver_fn_map.',
+                               modes=unsupported)
+    return self.export_saved_model(export_dir_base, input_receiver_fn_map[ModeKeys.PREDICT],
+                                   assets_extra=assets_extra, as_text=as_text,
+                                   checkpoint_path=checkpoint_path)
+
+  export_savedmodel = export_saved_model
+
+
 class _nullctx:
 
   def __enter__(self):
@@ -380,7 +445,8 @@ class TPUEstimator(Estimator):
     batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                    ModeKeys.PREDICT: predict_batch_size}
     self._layout = sharding.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
-                                    config.tpu_config, batch_axis, eval_on_tpu)
+                                    config.tpu_config, batch_axis, eval_on_tpu,
+                                    export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu)
     self._init(model_fn, model_dir, config, params, warm_start_from, TPURunConfig)
     self._use_tpu = use_tpu
     self._export_to_tpu = export_to_tpu

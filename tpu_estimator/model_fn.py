@@ -25,7 +25,7 @@ def verify_model_fn(model_fn, params, require_params=False):
     raise errors.value_error(
         'model_fn has arguments it cannot be given: %s.' % sorted(unexpected),
         'Use only features, labels, mode, params, config.', model_fn_args=sorted(args))
-  if params and 'params' not in args:
+  if params is not None and 'params' not in args:
     raise errors.value_error('model_fn does not take `params`, but params were passed.',
                              'Add a params argument to model_fn or drop params.',
                              params=params)

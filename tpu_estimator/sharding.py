@@ -49,6 +49,10 @@ class OneDevice:
     result = inputs.call_input_fn(input_fn, mode, copy.deepcopy(self.params), config)
     return inputs.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
 
+  def export_targets(self):
+    """(tags, params) of each MetaGraph `export_saved_model` writes."""
+    return [([tf.saved_model.SERVING], copy.deepcopy(self.params))]
+
 
 class InputFnContext:
   """`params['context']` for a TPUEstimator `input_fn`: where this call's input goes."""
@@ -69,8 +73,11 @@ class Sharded(OneDevice):
   """TPUEstimator's layout over `replication.make_replicas(num_shards)`."""
   allow_tpu_spec = True
 
-  def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu):
+  def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu,
+               export_to_cpu=True, export_to_tpu=True):
     super().__init__(params)
+    self.export_to_cpu = export_to_cpu
+    self.export_to_tpu = export_to_tpu
     self.use_tpu = use_tpu
     self.batch_sizes = batch_sizes  # {mode: global batch size or None}
     self.tpu_config = tpu_config
@@ -125,6 +132,21 @@ class Sharded(OneDevice):
     if input_mode == InputPipelineConfig.PER_HOST_V1:
       return size, per_replica
     return per_replica, per_replica
+
+  def export_targets(self):
+    """`[serve]` (params['use_tpu'] False) and `[serve, tpu]` (params['use_tpu'] True: the
+    model_fn chooses its TPU serving graph, as with export API V2)."""
+    targets = []
+    for wanted, tags, use_tpu in (
+        (self.export_to_cpu, [tf.saved_model.SERVING], False),
+        (self.export_to_tpu, [tf.saved_model.SERVING, tf.saved_model.TPU], True)):
+      if wanted:
+        params = copy.deepcopy(self.params)
+        if self.batch_sizes.get(ModeKeys.PREDICT):
+          params[BATCH_SIZE_KEY] = self.batch_sizes[ModeKeys.PREDICT]
+        params['use_tpu'] = use_tpu
+        targets.append((tags, params))
+    return targets
 
   def model_params(self, mode, replicas):
     params = copy.deepcopy(self.params)

@@ -242,11 +242,12 @@ class TPUEstimatorSpec(
     if self.eval_metrics is not None:
       eval_metric_ops = host_calls.call_host_fn(*self.eval_metrics)
     scaffold = self.scaffold_fn() if self.scaffold_fn else None
-    hooks = list(self.training_hooks)
+    host_hooks = []
     if self.host_call is not None:
-      hooks.append(host_calls.HostCallHook(host_calls.call_host_fn(*self.host_call)))
+      host_hooks.append(host_calls.HostCallHook(host_calls.call_host_fn(*self.host_call)))
     return EstimatorSpec(
         mode=self.mode, predictions=self.predictions, loss=self.loss, train_op=self.train_op,
         eval_metric_ops=eval_metric_ops, export_outputs=self.export_outputs, scaffold=scaffold,
-        training_hooks=hooks, evaluation_hooks=self.evaluation_hooks,
-        prediction_hooks=self.prediction_hooks)
+        training_hooks=list(self.training_hooks) + host_hooks,
+        evaluation_hooks=list(self.evaluation_hooks) + host_hooks,
+        prediction_hooks=list(self.prediction_hooks) + host_hooks)

@@ -37,7 +37,7 @@ def _call(plan, model_fn, features, labels, mode):
                                     plan.config, allow_tpu_spec=plan.allow_tpu_spec)
 
 
-def _scaffold_of(spec):
+def scaffold_of(spec):
   """The Scaffold of either spec type; `scaffold_fn` is called here, on the host."""
   if isinstance(spec, specs.TPUEstimatorSpec):
     scaffold = spec.scaffold_fn() if spec.scaffold_fn else None
@@ -87,7 +87,7 @@ def build_train(plan, model_fn, host_input, global_step):
     train_op, chief_hooks = spec.train_op, []
   else:
     loss, train_op, chief_hooks = spec.loss, spec.train_op, list(spec.training_chief_hooks)
-  scaffold = _scaffold_of(spec)
+  scaffold = scaffold_of(spec)
   return Built({'loss': loss, 'train_op': train_op}, [], scaffold, spec_hooks, chief_hooks,
                {'global_step': global_step})
 
@@ -129,7 +129,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     steps_run, loss = device_loop.train_loop(host_input.next_replica_inputs, run_step,
                                              iterations)
   spec = captured['spec']
-  scaffold = _scaffold_of(spec)
+  scaffold = scaffold_of(spec)
   spec_hooks = list(spec.training_hooks)
   if 'writer' in captured:
     spec_hooks.append(captured['writer'].hook())
@@ -177,7 +177,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
     metrics, loss = _metric_ops_one_device(spec)
     update, values = _finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
     return Built({'update': update}, [hooks_lib.StopAfterNEvalsHook(num_steps)],
-                 _scaffold_of(spec), list(spec.evaluation_hooks), [], {'values': values})
+                 scaffold_of(spec), list(spec.evaluation_hooks), [], {'values': values})
   captured = {}
 
   def replica_step(features, labels):
@@ -206,7 +206,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   loss_metric = _v1.metrics.mean(losses, weights=tf.cast(rows > 0, tf.float32))
   update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
-  return Built({'update': update}, [loop_hook], _scaffold_of(spec),
+  return Built({'update': update}, [loop_hook], scaffold_of(spec),
                list(spec.evaluation_hooks), [], {'values': values})
 
 
@@ -221,7 +221,7 @@ def build_predict(plan, model_fn, host_input):
     spec = _call(plan, model_fn, features, labels, ModeKeys.PREDICT)
     if isinstance(spec, specs.TPUEstimatorSpec):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
-    return Built({'predictions': spec.predictions}, [], _scaffold_of(spec),
+    return Built({'predictions': spec.predictions}, [], scaffold_of(spec),
                  list(spec.prediction_hooks), [], {})
   captured = {}
 
@@ -243,4 +243,4 @@ def build_predict(plan, model_fn, host_input):
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
   return Built({'predictions': predictions, 'batch_rows': rows}, [loop_hook],
-               _scaffold_of(spec), list(spec.prediction_hooks), [], {})
+               scaffold_of(spec), list(spec.prediction_hooks), [], {})

@@ -1,0 +1,351 @@
+"""Differential tests: the same user program (tests/differential/program.py) runs on the
+original Estimator/TPUEstimator (TF 2.15 + tensorflow-estimator, the reference venv built by
+../shared/tools/reference-venv.sh) and on tpu_estimator (TF 2.21); the results must agree.
+
+Two rounds of two subprocesses (original and ours run in parallel in each round):
+  1. each implementation runs every scenario in its own model_dirs, and writes the sources for
+     the cross-implementation checks (N steps) and a reference run (N+K steps in one go);
+  2. each implementation evaluates, predicts and resumes training (K steps) in a copy of the
+     model_dir the OTHER implementation wrote in round 1.
+A missing or broken reference venv FAILS the tests (never skips): the comparison is the point.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAM = os.path.join(REPO, 'tests', 'differential', 'program.py')
+REFERENCE_SCRIPT = os.path.join(REPO, '..', 'shared', 'tools', 'reference-venv.sh')
+IMPLS = ('orig', 'ours')
+RTOL, ATOL = 1e-4, 1e-6
+
+SCENARIO_MODELS = ('linear_sgd', 'mlp_adam', 'tpu_list', 'tpu_dict')
+RESUME_MODELS = ('mlp_adam', 'tpu_list')
+N_STEPS = 12  # two epochs of 6 batches: a resumed input_fn restarts at an epoch boundary
+K_STEPS = 8
+TIMEOUT = 600
+
+
+class _Failure(Exception):
+  pass
+
+
+def _env(impl):
+  env = dict(os.environ)
+  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
+  env.pop('TF_CONFIG', None)
+  env.pop('PYTHONPATH', None)
+  if impl == 'ours':
+    env['PYTHONPATH'] = REPO
+  return env
+
+
+def _reference_python():
+  if not os.path.isfile(REFERENCE_SCRIPT):
+    raise _Failure('Differential tests need the reference venv script %s (the original '
+                   'TPUEstimator on TF 2.15), which is missing.' %
+                   os.path.normpath(REFERENCE_SCRIPT))
+  try:
+    proc = subprocess.run(['bash', REFERENCE_SCRIPT], capture_output=True, text=True,
+                          timeout=1800, env=_env('orig'))
+  except subprocess.TimeoutExpired:
+    raise _Failure('%s did not finish within 30 minutes.' % REFERENCE_SCRIPT) from None
+  lines = proc.stdout.strip().splitlines()
+  if proc.returncode != 0 or not lines or not os.path.isfile(lines[-1]):
+    raise _Failure('%s failed (exit %d), so the original implementation is not available for '
+                   'the differential tests.\nstdout:\n%s\nstderr:\n%s' %
+                   (REFERENCE_SCRIPT, proc.returncode, proc.stdout[-2000:],
+                    proc.stderr[-4000:]))
+  return lines[-1]
+
+
+def _run_parallel(pythons, specs, workdir, tag):
+  """Runs program.py once per implementation (in parallel) on its list of tasks."""
+  procs = {}
+  for impl in IMPLS:
+    spec_path = os.path.join(workdir, '%s_%s_spec.json' % (tag, impl))
+    out_path = os.path.join(workdir, '%s_%s_out.json' % (tag, impl))
+    log_path = os.path.join(workdir, '%s_%s.log' % (tag, impl))
+    with open(spec_path, 'w') as f:
+      json.dump(specs[impl], f)
+    log = open(log_path, 'w')
+    procs[impl] = (subprocess.Popen([pythons[impl], PROGRAM, impl, spec_path, out_path],
+                                    cwd=REPO, env=_env(impl), stdout=log,
+                                    stderr=subprocess.STDOUT), log, out_path, log_path)
+  results, failures = {}, []
+  for impl, (proc, log, out_path, log_path) in procs.items():
+    try:
+      rc = proc.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      rc = 'timeout'
+    log.close()
+    if rc != 0:
+      with open(log_path) as f:
+        tail = f.read()[-6000:]
+      failures.append('program.py %s (round %s) failed (%s):\n%s' % (impl, tag, rc, tail))
+      continue
+    with open(out_path) as f:
+      results[impl] = json.load(f)
+  if failures:
+    raise _Failure('\n\n'.join(failures))
+  return results
+
+
+def _run_all():
+  pythons = {'orig': _reference_python(), 'ours': sys.executable}
+  workdir = tempfile.mkdtemp(prefix='tpu_estimator_differential_')
+  try:
+    return _run_rounds(pythons, workdir)
+  finally:
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_rounds(pythons, workdir):
+  """Round 1 (scenarios, sources, one-go references), then round 2 (cross resumes)."""
+
+  def d(*parts):
+    return os.path.join(workdir, *parts)
+
+  round1 = {}
+  for impl in IMPLS:
+    tasks = [{'task': 'scenario', 'model': m, 'dir': d(impl, m)} for m in SCENARIO_MODELS]
+    for m in RESUME_MODELS:
+      tasks.append({'task': 'write', 'model': m, 'dir': d(impl, 'src_' + m), 'steps': N_STEPS})
+      tasks.append({'task': 'write', 'model': m, 'dir': d(impl, 'full_' + m),
+                    'steps': N_STEPS + K_STEPS})
+    round1[impl] = tasks
+  out1 = _run_parallel(pythons, round1, workdir, 'round1')
+
+  round2 = {}
+  for impl in IMPLS:
+    other = 'ours' if impl == 'orig' else 'orig'
+    tasks = []
+    for m in RESUME_MODELS:
+      target = d(impl, 'from_%s_%s' % (other, m))
+      shutil.copytree(d(other, 'src_' + m), target)
+      tasks.append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
+    round2[impl] = tasks
+  out2 = _run_parallel(pythons, round2, workdir, 'round2')
+
+  results = {}
+  for impl in IMPLS:
+    r1 = out1[impl]['results']
+    n = len(SCENARIO_MODELS)
+    results[impl] = {
+        'tf_version': out1[impl]['tf_version'],
+        'scenario': dict(zip(SCENARIO_MODELS, r1[:n])),
+        'src': {m: r1[n + 2 * i] for i, m in enumerate(RESUME_MODELS)},
+        'full': {m: r1[n + 2 * i + 1] for i, m in enumerate(RESUME_MODELS)},
+        'resumed': dict(zip(RESUME_MODELS, out2[impl]['results'])),
+    }
+  return results
+
+
+@pytest.fixture(scope='session')
+def runs():
+  """Both rounds, run once per session; a failure is kept so every test reports it."""
+  try:
+    return _run_all()
+  except _Failure as e:
+    return e
+
+
+def _checked(runs):
+  # Failing here (in the test, not in the fixture) makes the tests FAIL rather than ERROR.
+  if isinstance(runs, _Failure):
+    pytest.fail(str(runs), pytrace=False)
+  return runs
+
+
+# ---------------------------------------------------------------------------------------------
+def assert_close(expected, actual, what):
+  """Recursively compares JSON results: same structure and keys, numbers to tolerance."""
+  if isinstance(expected, dict):
+    assert isinstance(actual, dict), '%s: expected a dict, got %r' % (what, actual)
+    assert sorted(expected) == sorted(actual), '%s: keys differ: expected %s, got %s' % (
+        what, sorted(expected), sorted(actual))
+    for key in expected:
+      assert_close(expected[key], actual[key], '%s[%r]' % (what, key))
+  elif isinstance(expected, list):
+    assert isinstance(actual, list), '%s: expected a list, got %r' % (what, actual)
+    assert len(expected) == len(actual), '%s: lengths differ: expected %d, got %d' % (
+        what, len(expected), len(actual))
+    for i, (e, a) in enumerate(zip(expected, actual)):
+      assert_close(e, a, '%s[%d]' % (what, i))
+  elif isinstance(expected, bool) or isinstance(expected, str) or expected is None:
+    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
+  elif isinstance(expected, int) and isinstance(actual, int):
+    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
+  else:
+    np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL, err_msg=what)
+
+
+def _scenario(results, impl, model):
+  return results[impl]['scenario'][model]
+
+
+def test_reference_is_the_original(runs):
+  results = _checked(runs)
+  assert results['orig']['tf_version'].startswith('2.15'), results['orig']['tf_version']
+  assert not results['ours']['tf_version'].startswith('2.15'), results['ours']['tf_version']
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+def test_global_steps_after_steps_then_max_steps(runs, model):
+  """train(steps=7) -> 7; train(max_steps=23) -> 23; train(max_steps=20) is a no-op."""
+  results = _checked(runs)
+  got = {impl: [_scenario(results, impl, model)[k]['global_step']
+                for k in ('after_steps', 'after_max_steps', 'after_noop_max_steps')]
+         for impl in IMPLS}
+  assert got['orig'] == [7, 23, 23]
+  assert got['ours'] == got['orig']
+  for impl in IMPLS:
+    evals = _scenario(results, impl, model)
+    assert evals['eval_steps2']['global_step'] == 23
+    assert evals['eval_all']['global_step'] == 23
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+def test_checkpoint_variable_names(runs, model):
+  results = _checked(runs)
+  for key in ('after_steps', 'after_max_steps'):
+    orig = _scenario(results, 'orig', model)[key]['variable_names']
+    ours = _scenario(results, 'ours', model)[key]['variable_names']
+    assert ours == orig
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+def test_checkpoint_files(runs, model):
+  """Same latest checkpoint and retained checkpoints (save_checkpoints_steps=10, keep 3)."""
+  results = _checked(runs)
+  for key in ('after_steps', 'after_max_steps', 'after_noop_max_steps'):
+    for field in ('latest', 'all_checkpoints'):
+      orig = _scenario(results, 'orig', model)[key][field]
+      ours = _scenario(results, 'ours', model)[key][field]
+      assert ours == orig, '%s %s: original %s, ours %s' % (key, field, orig, ours)
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+def test_variable_values(runs, model):
+  results = _checked(runs)
+  for key in ('after_steps', 'after_max_steps'):
+    assert_close(_scenario(results, 'orig', model)[key]['variables'],
+                 _scenario(results, 'ours', model)[key]['variables'], '%s %s' % (model, key))
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+@pytest.mark.parametrize('which', ['eval_steps2', 'eval_all'])
+def test_evaluate_metric_keys_and_values(runs, model, which):
+  """evaluate(steps=2) and evaluate() over the whole (partial-final-batch) input."""
+  results = _checked(runs)
+  orig = _scenario(results, 'orig', model)[which]
+  ours = _scenario(results, 'ours', model)[which]
+  assert sorted(ours) == sorted(orig)
+  assert {'loss', 'global_step', 'accuracy'} <= set(orig)
+  assert_close(orig, ours, '%s %s' % (model, which))
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+def test_predict_outputs(runs, model):
+  results = _checked(runs)
+  orig = _scenario(results, 'orig', model)
+  ours = _scenario(results, 'ours', model)
+  assert len(orig['predict']) == 40
+  assert_close(orig['predict'], ours['predict'], '%s predict' % model)
+  # predict_keys + yield_single_examples=False: one dict per batch (16, 16, 8).
+  assert [len(b['classes']) for b in orig['predict_classes_batches']] == [16, 16, 8]
+  assert_close(orig['predict_classes_batches'], ours['predict_classes_batches'],
+               '%s predict batches' % model)
+
+
+@pytest.mark.parametrize('model', SCENARIO_MODELS)
+def test_model_dir_layout_and_summaries(runs, model):
+  """Same files in model_dir (checkpoints, graph.pbtxt, event files, eval/) and the same
+  scalar summaries (train loss at the same steps, eval metrics at the checkpoint's step)."""
+  results = _checked(runs)
+  orig = _scenario(results, 'orig', model)
+  ours = _scenario(results, 'ours', model)
+  assert ours['layout'] == orig['layout']
+  assert [s[:3] for s in ours['summaries']] == [s[:3] for s in orig['summaries']]
+  assert_close(orig['summaries'], ours['summaries'], '%s summaries' % model)
+
+
+def test_eval_metrics_list_and_dict_agree(runs):
+  """eval_metrics=(metric_fn, [tensors]) and (metric_fn, {name: tensor}) give one result."""
+  results = _checked(runs)
+  for impl in IMPLS:
+    as_list = _scenario(results, impl, 'tpu_list')
+    as_dict = _scenario(results, impl, 'tpu_dict')
+    for which in ('eval_steps2', 'eval_all'):
+      assert_close(as_list[which], as_dict[which], '%s %s' % (impl, which))
+
+
+def test_sources_agree(runs):
+  """The N-step model_dirs each side wrote for the cross checks are themselves equal."""
+  results = _checked(runs)
+  for model in RESUME_MODELS:
+    orig, ours = results['orig']['src'][model], results['ours']['src'][model]
+    assert orig['state']['global_step'] == ours['state']['global_step'] == N_STEPS
+    assert_close(orig, ours, 'src %s' % model)
+    orig, ours = results['orig']['full'][model], results['ours']['full'][model]
+    assert orig['state']['global_step'] == ours['state']['global_step'] == N_STEPS + K_STEPS
+    assert_close(orig, ours, 'full %s' % model)
+
+
+@pytest.mark.parametrize('model', RESUME_MODELS)
+def test_ours_reads_and_resumes_original_model_dir(runs, model):
+  """A model_dir the original trained N steps: ours evaluates and predicts from it as the
+  original did, and train(steps=K) continues from N to N+K with the loaded values (equal to
+  the original training N+K steps in one go)."""
+  results = _checked(runs)
+  src = results['orig']['src'][model]
+  full = results['orig']['full'][model]
+  resumed = results['ours']['resumed'][model]
+  assert resumed['before']['global_step'] == N_STEPS
+  assert_close(src['state']['variables'], resumed['before']['variables'], 'loaded variables')
+  assert_close(src['eval'], resumed['eval_before'], 'evaluate from the original checkpoint')
+  assert_close(src['predict'], resumed['predict_before'], 'predict from the original checkpoint')
+  after = resumed['after']
+  assert after['global_step'] == N_STEPS + K_STEPS
+  assert after['variable_names'] == full['state']['variable_names']
+  assert_close(full['state']['variables'], after['variables'], 'variables after resuming')
+  assert_close(full['eval'], resumed['eval_after'], 'evaluate after resuming')
+  # The values moved on from the loaded ones (training happened, from them).
+  kernel = [n for n in after['variables'] if n.endswith('kernel')][0]
+  assert not np.allclose(after['variables'][kernel], src['state']['variables'][kernel])
+
+
+@pytest.mark.parametrize('model', RESUME_MODELS)
+def test_original_reads_and_resumes_our_model_dir(runs, model):
+  """The reverse: a model_dir ours trained N steps is evaluated, predicted and resumed by the
+  original with the results ours gets."""
+  results = _checked(runs)
+  src = results['ours']['src'][model]
+  full = results['ours']['full'][model]
+  resumed = results['orig']['resumed'][model]
+  assert resumed['before']['global_step'] == N_STEPS
+  assert resumed['before']['variable_names'] == src['state']['variable_names']
+  assert_close(resumed['eval_before'], src['eval'], 'original evaluating our checkpoint')
+  assert_close(resumed['predict_before'], src['predict'], 'original predicting our checkpoint')
+  assert resumed['after']['global_step'] == N_STEPS + K_STEPS
+  assert_close(resumed['after']['variables'], full['state']['variables'],
+               'original resuming our model_dir')
+
+
+@pytest.mark.parametrize('model', RESUME_MODELS)
+def test_resumed_checkpoint_files(runs, model):
+  """Resuming a model_dir that already holds checkpoints keeps the same ones (keep 3, old
+  runs' checkpoints counted) whichever implementation resumes."""
+  results = _checked(runs)
+  for field in ('latest', 'all_checkpoints'):
+    assert results['ours']['resumed'][model]['before'][field] == \
+        results['orig']['resumed'][model]['before'][field]
+    assert results['ours']['resumed'][model]['after'][field] == \
+        results['orig']['resumed'][model]['after'][field]

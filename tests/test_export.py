@@ -1,0 +1,158 @@
+"""Export: SavedModels that TF2 `tf.saved_model.load` and `saved_model_cli` serve, written
+atomically; warm starting."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers as h
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+  root = tmp_path_factory.mktemp('export')
+  x, y = h.make_data(96)
+  est = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(2, model_dir=str(
+      root / 'model')), train_batch_size=16, predict_batch_size=16)
+  est.train(h.dataset_input_fn(x, y), steps=8)
+  return est, root, x, y
+
+
+def _raw_receiver():
+  return te.export.build_raw_serving_input_receiver_fn({'x': tf.zeros([1, h.NUM_FEATURES])})
+
+
+def test_export_loads_in_tf2_and_matches_predict(trained):
+  est, root, x, y = trained
+  path = est.export_saved_model(str(root / 'exports'), _raw_receiver())
+  assert isinstance(path, bytes) and os.path.basename(path).isdigit()
+  assert sorted(os.listdir(root / 'exports')) == [os.path.basename(path).decode()]
+  loaded = tf.saved_model.load(path.decode(), tags=['serve'])
+  out = loaded.signatures['serving_default'](x=tf.constant(x[:20]))
+  predicted = list(est.predict(h.dataset_input_fn(x[:20], y[:20], repeat=False)))
+  np.testing.assert_array_equal(out['classes'].numpy(), [p['classes'] for p in predicted])
+  np.testing.assert_allclose(out['probabilities'].numpy(),
+                             np.stack([p['probabilities'] for p in predicted]), rtol=1e-5)
+  # TPUEstimator's default also writes the [serve, tpu] MetaGraph, as the original
+  saved = tf.compat.v1.saved_model.loader.maybe_saved_model_directory(path.decode())
+  assert saved
+  from tensorflow.core.protobuf import saved_model_pb2
+  proto = saved_model_pb2.SavedModel()
+  with open(os.path.join(path.decode(), 'saved_model.pb'), 'rb') as f:
+    proto.ParseFromString(f.read())
+  assert sorted(sorted(m.meta_info_def.tags) for m in proto.meta_graphs) == [
+      ['serve'], ['serve', 'tpu']]
+
+
+def test_saved_model_cli_runs_export(trained, tmp_path):
+  est, root, x, _ = trained
+  path = est.export_saved_model(str(tmp_path / 'cli'), _raw_receiver()).decode()
+  np.save(tmp_path / 'x.npy', x[:3])
+  cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
+  result = subprocess.run(
+      [cli, 'run', '--dir', path, '--tag_set', 'serve', '--signature_def', 'serving_default',
+       '--inputs', 'x=%s' % (tmp_path / 'x.npy')], capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'classes' in result.stdout and 'probabilities' in result.stdout
+
+
+def test_parsing_receiver_takes_serialized_examples(trained, tmp_path):
+  est, _, x, _ = trained
+  spec = {'x': tf.io.FixedLenFeature([h.NUM_FEATURES], tf.float32)}
+  receiver = te.export.build_parsing_serving_input_receiver_fn(spec)
+  path = est.export_saved_model(str(tmp_path / 'parsing'), receiver).decode()
+  loaded = tf.saved_model.load(path, tags=['serve'])
+  examples = [tf.train.Example(features=tf.train.Features(feature={
+      'x': tf.train.Feature(float_list=tf.train.FloatList(value=row))})).SerializeToString()
+              for row in x[:4]]
+  out = loaded.signatures['serving_default'](examples=tf.constant(examples))
+  predicted = list(est.predict(h.dataset_input_fn(x[:4], np.zeros(4, np.int64),
+                                                  repeat=False)))
+  np.testing.assert_array_equal(out['classes'].numpy(), [p['classes'] for p in predicted])
+
+
+def test_export_outputs_become_signatures(tmp_path):
+  x, y = h.make_data(32)
+
+  def model_fn(features, labels, mode, params):
+    logits = h._logits(features)
+    if mode != te.ModeKeys.PREDICT:
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                           logits=logits))
+      return te.EstimatorSpec(mode, loss=loss, train_op=v1.train.GradientDescentOptimizer(
+          0.1).minimize(loss, v1.train.get_global_step()))
+    scores = tf.nn.softmax(logits)
+    outputs = {
+        'serving_default': te.export.PredictOutput({'scores': scores}),
+        'classify': te.export.ClassificationOutput(scores=scores),
+        'regress': te.export.RegressionOutput(value=tf.reduce_max(scores, 1)),
+    }
+    return te.EstimatorSpec(mode, predictions={'scores': scores}, export_outputs=outputs)
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path / 'm'))
+  est.train(h.dataset_input_fn(x, y, batch_size=8), steps=2)
+  assets = tmp_path / 'vocab.txt'
+  assets.write_text('a\nb\n')
+  path = est.export_saved_model(str(tmp_path / 'e'), _raw_receiver(),
+                                assets_extra={'extra/vocab.txt': str(assets)}).decode()
+  loaded = tf.saved_model.load(path)
+  # Classify/Regress signatures need serialized tf.Examples as input (TensorFlow's rule), so
+  # with a raw receiver only the Predict one is servable...
+  assert set(loaded.signatures) == {'serving_default'}
+  spec = {'x': tf.io.FixedLenFeature([h.NUM_FEATURES], tf.float32)}
+  path = est.export_saved_model(
+      str(tmp_path / 'e2'), te.export.build_parsing_serving_input_receiver_fn(spec)).decode()
+  # ... and with a parsing receiver all three are.
+  assert {'serving_default', 'classify', 'regress'} <= set(tf.saved_model.load(path).signatures)
+  path = est.export_saved_model(str(tmp_path / 'e3'), _raw_receiver(),
+                                assets_extra={'extra/vocab.txt': str(assets)}).decode()
+  assert open(os.path.join(path, 'assets.extra', 'extra', 'vocab.txt')).read() == 'a\nb\n'
+
+
+@pytest.mark.parametrize('call,error,match', [
+    (lambda est, d: est.export_saved_model(d, None), TypeError, 'serving_input_receiver_fn'),
+    (lambda est, d: est.export_saved_model(d, lambda: 'x'), TypeError, 'ServingInputReceiver'),
+    (lambda est, d: est.export_saved_model(d, _raw_receiver(), experimental_mode='train'),
+     ValueError, 'experimental_mode'),
+    (lambda est, d: est.export_saved_model(d, _raw_receiver(), assets_extra=['x']), TypeError,
+     'assets_extra'),
+])
+def test_export_errors_leave_no_directory(trained, tmp_path, call, error, match):
+  est = trained[0]
+  with pytest.raises(error, match=match):
+    call(est, str(tmp_path / 'bad'))
+  assert not (tmp_path / 'bad').exists() or not os.listdir(tmp_path / 'bad')
+
+
+def test_export_without_checkpoint_or_targets(tmp_path):
+  est = te.Estimator(h.make_model_fn(), model_dir=str(tmp_path / 'empty'))
+  with pytest.raises(ValueError, match='no checkpoint'):
+    est.export_saved_model(str(tmp_path / 'e'), _raw_receiver())
+  with pytest.raises(ValueError, match='export_to_cpu'):
+    te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(tmp_path)),
+                    train_batch_size=8, export_to_cpu=False, export_to_tpu=False
+                    ).export_saved_model(str(tmp_path / 'e'), _raw_receiver())
+
+
+def test_warm_start_from_checkpoint_and_saved_model(trained, tmp_path):
+  est, root, x, y = trained
+  source_kernel = est.get_variable_value('dense/kernel')
+  export_path = est.export_saved_model(str(tmp_path / 'sm'), _raw_receiver()).decode()
+  for name, source in (('ckpt', str(root / 'model')), ('savedmodel', export_path),
+                       ('settings', te.WarmStartSettings(str(root / 'model'),
+                                                         vars_to_warm_start='dense/kernel'))):
+    warm = te.Estimator(h.make_model_fn(learning_rate=0.0), model_dir=str(tmp_path / name),
+                        params={'batch_size': 16}, warm_start_from=source)
+    warm.train(h.dataset_input_fn(x, y), steps=1)
+    np.testing.assert_allclose(warm.get_variable_value('dense/kernel'), source_kernel)
+    assert warm.get_variable_value('global_step') == 1  # the step is not warm-started
+  with pytest.raises(TypeError, match='warm_start_from'):
+    te.Estimator(h.make_model_fn(), warm_start_from=3)
