@@ -19,6 +19,13 @@ from tpu_estimator.estimator import TPUEstimator
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 from tpu_estimator.specs import TPUEstimatorSpec
+from tpu_estimator.training import BestExporter
+from tpu_estimator.training import EvalSpec
+from tpu_estimator.training import Exporter
+from tpu_estimator.training import FinalExporter
+from tpu_estimator.training import LatestExporter
+from tpu_estimator.training import TrainSpec
+from tpu_estimator.training import train_and_evaluate
 from tpu_estimator.warm_starting import WarmStartSettings
 
 # `RunConfig` here is the TPU one (as in tf.compat.v1.estimator.tpu); the Estimator's plain
@@ -47,6 +54,8 @@ class ExportSavedModelApiVersion:
 
 
 __all__ = [
+    'BestExporter', 'EvalSpec', 'Exporter', 'FinalExporter', 'LatestExporter', 'TrainSpec',
+    'train_and_evaluate',
     'CheckpointSaverHook', 'CheckpointSaverListener', 'CrossShardOptimizer', 'Estimator',
     'EstimatorRunConfig', 'EstimatorSpec', 'ExportSavedModelApiVersion', 'FeedFnHook',
     'FinalOpsHook', 'InputPipelineConfig', 'LoggingTensorHook', 'ModeKeys',
