@@ -300,3 +300,37 @@ def test_batch_axis_splits_along_given_axis(tmp_path):
   est = _tpu_est(tmp_path, 2, model_fn, batch_axis=({'x': 1}, 0))
   est.train(input_fn, steps=1)
   assert seen == [[h.NUM_FEATURES, 8]] * 2
+
+
+@pytest.mark.parametrize('shards', [1, 2, 4])
+def test_conv_model_short_final_batch_and_features_only_predict(tmp_path, shards):
+  """No replica ever gets a 0-row batch (oneDNN's Conv2D mis-shapes empty inputs), and a
+  features-only predict input_fn works sharded."""
+  rng = np.random.RandomState(0)
+  images = rng.rand(40, 8, 8, 1).astype(np.float32)
+  labels = (images.mean(axis=(1, 2, 3)) > 0.5).astype(np.int64)
+
+  def model_fn(features, labels, mode, params):
+    kernel = v1.get_variable('conv', [3, 3, 1, 4], initializer=tf.constant_initializer(0.1))
+    hidden = tf.reduce_mean(tf.nn.conv2d(features['image'], kernel, 1, 'SAME'), [1, 2])
+    logits = tf.matmul(hidden, v1.get_variable('out', [4, 2]))
+    if mode == te.ModeKeys.PREDICT:
+      return te.TPUEstimatorSpec(mode, predictions={'logits': logits})
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, v1.train.get_global_step())
+    metric_fn = lambda labels, logits: {'acc': v1.metrics.accuracy(labels, tf.argmax(logits, 1))}
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
+                               eval_metrics=(metric_fn, [labels, logits]))
+
+  def input_fn(params):
+    return tf.data.Dataset.from_tensor_slices(({'image': images}, labels)).batch(
+        params['batch_size'])
+
+  est = te.TPUEstimator(model_fn, config=h.tpu_config(shards, model_dir=str(tmp_path)),
+                        train_batch_size=8, eval_batch_size=16, predict_batch_size=16)
+  est.train(lambda params: input_fn(params).repeat(), steps=2)
+  assert est.evaluate(input_fn)['global_step'] == 2  # 40 rows: 16, 16, then 8
+  features_only = lambda params: tf.data.Dataset.from_tensor_slices(
+      {'image': images}).batch(params['batch_size'])
+  assert len(list(est.predict(features_only))) == 40

@@ -76,12 +76,12 @@ def eval_input_fn(x, y=None):
 # ---------------------------------------------------------------------------------------------
 # Model
 
-def _conv(x, name, filters, stride):
+def _conv(x, name, filters):
   with v1.variable_scope(name):
     kernel = v1.get_variable('kernel', [3, 3, x.shape[-1], filters],
                              initializer=v1.glorot_uniform_initializer())
     bias = v1.get_variable('bias', [filters], initializer=v1.zeros_initializer())
-    y = tf.nn.conv2d(x, kernel, strides=[1, stride, stride, 1], padding='SAME')
+    y = tf.nn.conv2d(x, kernel, strides=1, padding='SAME')
     return tf.nn.relu(tf.nn.bias_add(y, bias))
 
 
@@ -95,11 +95,14 @@ def _dense(x, name, units, activation=None):
 
 
 def logits_fn(images):
-  """8x8x1 -> conv 3x3/16 -> conv 3x3/32 stride 2 -> 4x4x32 -> dense 64 -> 10 logits."""
-  net = _conv(images, 'conv1', 16, stride=1)
-  net = _conv(net, 'conv2', 32, stride=2)
-  net = tf.reshape(net, [-1, 4 * 4 * 32])
-  net = _dense(net, 'dense1', 64, tf.nn.relu)
+  """8x8x1 -> conv 3x3/32, max-pool -> 4x4x32 -> conv 3x3/64, max-pool -> 2x2x64
+  -> dense 128 -> 10 logits."""
+  net = _conv(images, 'conv1', 32)
+  net = tf.nn.max_pool2d(net, ksize=2, strides=2, padding='SAME')
+  net = _conv(net, 'conv2', 64)
+  net = tf.nn.max_pool2d(net, ksize=2, strides=2, padding='SAME')
+  net = tf.reshape(net, [-1, 2 * 2 * 64])
+  net = _dense(net, 'dense1', 128, tf.nn.relu)
   return _dense(net, 'logits', NUM_CLASSES)
 
 
@@ -145,8 +148,10 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
   model_dir = os.path.abspath(os.fspath(model_dir))
   (x_train, y_train), (x_test, y_test) = load_data()
 
+  # Summaries are written at the end of device loops: save them once per loop.
+  summary_steps = iterations_per_loop if isinstance(iterations_per_loop, int) else 100
   config = te.RunConfig(
-      model_dir=model_dir, tf_random_seed=seed, save_summary_steps=iterations_per_loop,
+      model_dir=model_dir, tf_random_seed=seed, save_summary_steps=summary_steps,
       tpu_config=te.TPUConfig(iterations_per_loop=iterations_per_loop, num_shards=shards))
   estimator = te.TPUEstimator(
       model_fn=model_fn, config=config, use_tpu=True, params={'learning_rate': LEARNING_RATE},
@@ -156,9 +161,11 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
   out('Digits: %d training, %d test images (8x8); %d shard(s), global batch %d, '
       'iterations_per_loop %s.' % (len(x_train), len(x_test), shards, TRAIN_BATCH_SIZE,
                                    iterations_per_loop))
+  first_step = estimator.get_variable_value('global_step') if estimator.latest_checkpoint() else 0
   start = time.time()
   estimator.train(train_input_fn(x_train, y_train, seed), steps=steps)
   train_seconds = time.time() - start
+  steps_run = int(estimator.get_variable_value('global_step')) - int(first_step)
   metrics = estimator.evaluate(eval_input_fn(x_test, y_test))
   predictions = list(estimator.predict(eval_input_fn(x_test), predict_keys=['classes']))
   predicted = np.array([p['classes'] for p in predictions])
@@ -168,7 +175,7 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
       'accuracy': float(metrics['accuracy']),
       'loss': float(metrics['loss']),
       'global_step': int(metrics['global_step']),
-      'steps_per_sec': steps / train_seconds,
+      'steps_per_sec': steps_run / train_seconds,
       'train_seconds': train_seconds,
       'model_dir': model_dir,
       'predictions': len(predictions),
@@ -178,7 +185,7 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
   out('Test accuracy: %.4f (loss %.4f) at global step %d.' %
       (result['accuracy'], result['loss'], result['global_step']))
   out('Training: %d steps in %.1f s, %.1f steps/s.' %
-      (steps, train_seconds, result['steps_per_sec']))
+      (steps_run, train_seconds, result['steps_per_sec']))
   out('Predicted %d test images (accuracy of the predicted classes: %s).' %
       (len(predictions), 'n/a' if agreement is None else '%.4f' % agreement))
   out('Model directory: %s' % model_dir)

@@ -172,8 +172,8 @@ class HostInput:
     """For evaluation and prediction: returns (has_value, `[(features, labels, rows)]`).
 
     A short or missing final element is spread over the replicas in order: some get fewer
-    rows or none (an empty batch), so results cover exactly the data set.  `has_value` is
-    False once no replica got anything.
+    real rows or none (then a stand-in row whose outputs are dropped), so results cover
+    exactly the data set.  `has_value` is False once no replica got anything.
     """
     if self._tensors is not None:
       return tf.constant(True), self._distribute([split_features_labels(self._tensors)])
@@ -185,10 +185,14 @@ class HostInput:
     return tf.reduce_any(tf.stack(present)), self._distribute(values)
 
   def _value_or_empty(self, optional, here):
-    """The element, or an empty batch (0 rows) of the same structure when there is none."""
+    """(features, labels, real rows): the element, or when there is none a one-row batch of
+    zeros with 0 real rows (a 0-row batch would reach model_fn, and some CPU kernels, e.g.
+    oneDNN's Conv2D, mis-shape empty inputs)."""
     spec = optional.element_spec
-    value = tf.cond(here, optional.get_value, lambda: _empty_like_spec(spec))
-    return split_features_labels(value)
+    value = tf.cond(here, optional.get_value, lambda: _one_zero_row_like_spec(spec))
+    features, labels = split_features_labels(value)
+    rows = _batch_size_of(features, _axes_for(features, self._axis(0)))
+    return features, labels, tf.where(here, rows, tf.constant(0, tf.int64))
 
   def _axis(self, index):
     if isinstance(self._batch_axis, (tuple, list)) and len(self._batch_axis) == 2:
@@ -199,28 +203,37 @@ class HostInput:
     return _axes_for(features, self._axis(0)), _axes_for(labels, self._axis(1))
 
   def _distribute(self, values):
-    """From the elements read for one step to one (features, labels, rows) per replica."""
+    """From the elements read for one step to one (features, labels, rows) per replica.
+
+    `values` holds (features, labels) or, for evaluation/prediction, (features, labels, real
+    rows).  Uneven shares: replica i gets real rows [i*b, (i+1)*b) of a short host batch; a
+    replica left with none gets the batch's first row, counted as 0 real rows, whose outputs the
+    host drops."""
+    values = [v if len(v) == 3 else (v[0], v[1], None) for v in values]
     if len(values) == self._n:
-      return [(f, l, _batch_size_of(f, self._axes(f, l)[0])) for f, l in values]
-    (features, labels), = values
+      return [(f, l, r if r is not None else _batch_size_of(f, self._axes(f, l)[0]))
+              for f, l, r in values]
+    (features, labels, real), = values
     f_axes, l_axes = self._axes(features, labels)
-    rows = _batch_size_of(features, f_axes)
+    rows = _batch_size_of(features, f_axes) if real is None else real
     if self._mode == InputPipelineConfig.BROADCAST or self._n == 1:
       return [(features, labels, rows)] * self._n
     if self._uneven:
       share = self._rows // self._n
-      bounds = [(tf.minimum(rows, i * share), tf.minimum(rows, (i + 1) * share))
-                for i in range(self._n)]
-      take = lambda t, a, i: tf.gather(t, tf.range(*bounds[i]), axis=a)
-      parts = lambda s, axes: [[take(t, a, i) for i in range(self._n)]
+      counts, ranges = [], []
+      for i in range(self._n):
+        start, end = tf.minimum(rows, i * share), tf.minimum(rows, (i + 1) * share)
+        counts.append(end - start)
+        ranges.append(tf.range(tf.where(end > start, start, 0), tf.where(end > start, end, 1)))
+      parts = lambda s, axes: [[tf.gather(t, ranges[i], axis=a) for i in range(self._n)]
                                for t, a in zip(tf.nest.flatten(s), axes)]
-      counts = [b - a for a, b in bounds]
     else:
       share = None if self._rows is None else self._rows // self._n
       parts = lambda s, axes: [[_with_batch(p, a, share) for p in tf.split(t, self._n, axis=a)]
                                for t, a in zip(tf.nest.flatten(s), axes)]
       counts = [rows // self._n] * self._n
-    f_parts, l_parts = parts(features, f_axes), parts(labels, l_axes)
+    f_parts = parts(features, f_axes)
+    l_parts = parts(labels, l_axes) if labels is not None else None
     out = []
     for i in range(self._n):
       f = tf.nest.pack_sequence_as(features, [p[i] for p in f_parts])
@@ -239,10 +252,10 @@ def _with_batch(tensor, axis, size):
   return tf.ensure_shape(tensor, shape)
 
 
-def _empty_like_spec(spec):
-  def empty(s):
-    shape = [d if d is not None else 0 for d in s.shape.as_list()]
+def _one_zero_row_like_spec(spec):
+  def zeros(s):
+    shape = [d if d is not None else 1 for d in s.shape.as_list()]
     if shape:
-      shape[0] = 0
+      shape[0] = 1
     return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
-  return tf.nest.map_structure(empty, spec)
+  return tf.nest.map_structure(zeros, spec)

@@ -57,6 +57,12 @@ def _run_replicas(plan, fn, values):
   return plan.replicas.run(lambda f, l: fn(f, l), [(v[0], v[1]) for v in values])
 
 
+def _real_rows(outputs, rows):
+  """Each replica's outputs cut to its real rows (stand-in rows dropped)."""
+  return [tf.nest.map_structure(lambda t, r=r: t[:tf.cast(r, tf.int32)], out)
+          for out, r in zip(outputs, rows)]
+
+
 def _get_or_create_eval_step():
   existing = _v1.get_collection(_v1.GraphKeys.EVAL_STEP)
   if existing:
@@ -193,7 +199,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
     loss, rows = host_calls.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
       host_calls.check_batch_major('eval_metrics', outs[0][1])
-    tensors = host_calls.concat_replicas([o[1] for o in outs])
+    tensors = host_calls.concat_replicas(_real_rows([o[1] for o in outs],
+                                                    [v[2] for v in inputs]))
     return has_value, (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
@@ -236,7 +243,8 @@ def build_predict(plan, model_fn, host_input):
     has_value, inputs = host_input.next_replica_inputs_or_empty()
     outs = _run_replicas(plan, replica_step, inputs)
     rows = tf.add_n([tf.cast(v[2], tf.int64) for v in inputs])
-    return has_value, (host_calls.concat_replicas(outs), tf.reshape(rows, [1]))
+    predictions = host_calls.concat_replicas(_real_rows(outs, [v[2] for v in inputs]))
+    return has_value, (predictions, tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   (predictions, rows), steps_run, more = device_loop.collect_loop(iterations, step)

@@ -1,0 +1,88 @@
+"""The demo end to end: digits CNN trained, evaluated and predicted with TPUEstimator over 2
+logical CPU shards, in-process and through `python -m tpu_estimator demo`."""
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from tpu_estimator import cli
+from tpu_estimator import demo
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 300
+ITERATIONS_PER_LOOP = 100
+
+
+def _summary_tags(logdir):
+  """{tag: [steps]} over the event files directly in `logdir`."""
+  tags = {}
+  for path in glob.glob(os.path.join(logdir, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, []).append(event.step)
+  return tags
+
+
+def test_demo_trains_evaluates_and_predicts(tmp_path):
+  model_dir = str(tmp_path / 'model')
+  lines = []
+  result = demo.run(steps=STEPS, shards=2, model_dir=model_dir,
+                    iterations_per_loop=ITERATIONS_PER_LOOP, out=lines.append)
+
+  _, (x_test, _) = demo.load_data()
+  assert result['accuracy'] > 0.9, result
+  assert result['global_step'] == STEPS
+  assert result['predictions'] == len(x_test) == result['test_size']
+  # Predicted classes agree with the evaluated accuracy (same checkpoint, same examples).
+  assert result['predict_accuracy'] == pytest.approx(result['accuracy'], abs=1e-6)
+  assert result['steps_per_sec'] > 0
+  assert result['model_dir'] == os.path.abspath(model_dir)
+
+  # The host_call's TF2 summary was written to model_dir at the training steps.
+  tags = _summary_tags(model_dir)
+  assert 'host_call/loss' in tags, sorted(tags)
+  steps = tags['host_call/loss']
+  assert min(steps) >= 0 and max(steps) <= STEPS and len(steps) >= STEPS // 2, steps
+
+  report = '\n'.join(lines)
+  assert 'Test accuracy: %.4f' % result['accuracy'] in report
+  assert 'steps/s' in report
+  assert 'tensorboard --logdir %s' % result['model_dir'] in report
+
+
+def test_cli_demo_subprocess(tmp_path):
+  model_dir = str(tmp_path / 'cli_model')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
+  proc = subprocess.run(
+      [sys.executable, '-m', 'tpu_estimator', 'demo', '--steps', '100', '--model-dir',
+       model_dir, '--iterations-per-loop', '50'],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  assert 'Test accuracy: ' in proc.stdout, proc.stdout
+  assert 'tensorboard --logdir %s' % model_dir in proc.stdout, proc.stdout
+  assert glob.glob(os.path.join(model_dir, 'model.ckpt-100.*'))
+
+
+@pytest.mark.parametrize('argv', [[], ['demo', '--steps', '0'], ['demo', '--shards', 'x'],
+                                  ['demo', '--iterations-per-loop', '5x']])
+def test_cli_rejects_bad_arguments(argv, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv)
+  assert exit_info.value.code == 2
+  assert 'usage: tpu-estimator' in capsys.readouterr().err
+
+
+def test_cli_parses_demo_flags():
+  args = cli.build_parser().parse_args(
+      ['demo', '--steps', '7', '--shards', '4', '--model-dir', '/tmp/x',
+       '--iterations-per-loop', '30s'])
+  assert (args.command, args.steps, args.shards, args.model_dir, args.iterations_per_loop) == (
+      'demo', 7, 4, '/tmp/x', '30s')
+  defaults = cli.build_parser().parse_args(['demo'])
+  assert (defaults.steps, defaults.shards, defaults.model_dir,
+          defaults.iterations_per_loop) == (demo.DEFAULT_STEPS, 2, None,
+                                            demo.DEFAULT_ITERATIONS_PER_LOOP)

@@ -1,0 +1,7 @@
+"""`python -m tpu_estimator ...`: the `tpu-estimator` command."""
+import sys
+
+from tpu_estimator.cli import main
+
+if __name__ == '__main__':
+  sys.exit(main())
