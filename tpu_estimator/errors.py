@@ -8,8 +8,19 @@ import numbers
 
 import tensorflow as tf
 
-# TensorFlow's own hook raises this type; users catch it by this name.
-NanLossDuringTrainingError = tf.compat.v1.train.NanLossDuringTrainingError
+class NanLossDuringTrainingError(tf.compat.v1.train.NanLossDuringTrainingError):
+  """The training loss became NaN or infinite; names the step.  A subclass of TensorFlow's
+  type, so code catching `tf.compat.v1.train.NanLossDuringTrainingError` still catches it."""
+
+  def __init__(self, step=None, loss=None):
+    super().__init__()
+    self.step = step
+    self.loss = loss
+
+  def __str__(self):
+    where = ' at global step %s' % self.step if self.step is not None else ''
+    return ('NaN loss during training%s (loss=%s). The model_dir keeps the last checkpoint '
+            'saved before it.' % (where, self.loss))
 
 
 class TPUEstimatorError(RuntimeError):

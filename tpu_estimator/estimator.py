@@ -13,6 +13,7 @@ from tpu_estimator import errors
 from tpu_estimator import export as export_lib
 from tpu_estimator import hooks as hooks_lib
 from tpu_estimator import model_fn as model_fn_lib
+from tpu_estimator import preemption
 from tpu_estimator import replication
 from tpu_estimator import sharding
 from tpu_estimator import steps as steps_lib
@@ -23,6 +24,7 @@ from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
+_EVAL_RETRIES = 5
 
 
 def _check_hooks(name, hooks):
@@ -153,12 +155,14 @@ class Estimator:
       creator = self._session_creator(replicas, built.scaffold, checkpoint_dir=self._model_dir)
       fetch = built.fetches.get('train_op')
       last_loss = None
-      with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
-        while not session.should_stop():
-          if fetch is None:
-            last_loss = session.run(loss)
-          else:
-            _, last_loss = session.run([fetch, loss])
+      with preemption.deferred_sigterm() as sigterm:
+        all_hooks.insert(1, preemption.PreemptionHook(sigterm))
+        with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+          while not session.should_stop():
+            if fetch is None:
+              last_loss = session.run(loss)
+            else:
+              _, last_loss = session.run([fetch, loss])
     _log.info('Loss for final step: %s.', last_loss)
     return self
 
@@ -166,7 +170,7 @@ class Estimator:
                    listeners):
     config = self._config
     step = built.extras['global_step']  # read after the step (or device loop) ran
-    result = [_v1.train.NanTensorHook(built.fetches['loss'])]
+    result = [hooks_lib.NanLossHook(built.fetches['loss'], step)]
     if config.log_step_count_steps:
       result.append(hooks_lib.StepLoggingHook(
           {'loss': built.fetches['loss'], 'step': step}, step, config.log_step_count_steps))
@@ -199,7 +203,21 @@ class Estimator:
     hooks = _check_hooks('hooks', hooks)
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
-    checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
+    for attempt in range(_EVAL_RETRIES):
+      checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
+      try:
+        return self._evaluate_checkpoint(input_fn, steps, hooks, checkpoint, name)
+      except (tf.errors.NotFoundError, tf.errors.DataLossError):
+        # A trainer with a small keep_checkpoint_max may delete the checkpoint we chose before
+        # we restore it: evaluate the new latest one instead.
+        if checkpoint_path or attempt == _EVAL_RETRIES - 1 or \
+            tf.io.gfile.exists(checkpoint + '.index'):
+          raise
+        _log.warning('Checkpoint %s disappeared while evaluating it; retrying with the latest.',
+                     checkpoint)
+    raise AssertionError('unreachable')
+
+  def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, name):
     with self._graph().as_default() as graph:
       replicas = self._layout.replicas(ModeKeys.EVAL)
       with replicas.scope():

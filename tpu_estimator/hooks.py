@@ -2,7 +2,10 @@
 step jumps by the loop size between `session.run` calls."""
 import time
 
+import numpy as np
 import tensorflow as tf
+
+from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -58,6 +61,24 @@ class LoopControlHook(_v1.train.SessionRunHook):
       run_context.request_stop()  # the loss stopped being finite
     if self._last_step is not None and self._current >= self._last_step:
       run_context.request_stop()
+
+
+class NanLossHook(_v1.train.SessionRunHook):
+  """Stops training with `NanLossDuringTrainingError` naming the step when the loss is NaN or
+  infinite.  Raised from `after_run`, before any checkpoint of that step is saved."""
+
+  def __init__(self, loss, step):
+    self._loss = loss
+    self._step = step
+
+  def before_run(self, run_context):
+    del run_context
+    return _v1.train.SessionRunArgs((self._loss, self._step))
+
+  def after_run(self, run_context, run_values):
+    loss, step = run_values.results
+    if not np.isfinite(loss):
+      raise errors.NanLossDuringTrainingError(step=int(step), loss=float(loss))
 
 
 class StepLoggingHook(_v1.train.SessionRunHook):
