@@ -9,6 +9,20 @@ from tpu_estimator import errors
 _v1 = tf.compat.v1
 
 
+def cache_global_step_read(global_step):
+  """Registers a plain read of the global step as the one TensorFlow's hooks fetch.
+
+  Their default read is `cond(initialized, read, initial_value)`; a v2 cond computes both
+  branches' inputs, and under a multi-worker strategy the initial value is a collective
+  broadcast that only completes when every worker runs it: the chief would wait forever.
+  """
+  from tensorflow.python.training import training_util  # pylint: disable=import-outside-toplevel
+  key = training_util.GLOBAL_STEP_READ_KEY
+  if not _v1.get_collection(key):
+    value = global_step.values[0] if hasattr(global_step, 'values') else global_step
+    _v1.add_to_collection(key, value.read_value())
+
+
 def latest_checkpoint(model_dir):
   return tf.train.latest_checkpoint(model_dir) if model_dir else None
 

@@ -1,15 +1,18 @@
 """The `tpu-estimator` command (also `python -m tpu_estimator`).
 
     tpu-estimator demo [--steps N] [--shards N] [--model-dir DIR] [--iterations-per-loop N]
+    tpu-estimator run [--tf1] SCRIPT [ARGS...]
+    tpu-estimator run [--tf1] -m MODULE [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
-`_SUBCOMMANDS`; more (`run`, `inspect`) plug in the same way.
+`_SUBCOMMANDS`.  This module imports the library (and so TensorFlow) only inside functions,
+and `main` prepares `run`'s environment (TF_USE_LEGACY_KERAS) before building the parser.
 """
 import argparse
+import importlib.util
+import os
+import runpy
 import sys
-
-from tpu_estimator import demo
-from tpu_estimator.config import parse_iterations_per_loop
 
 
 def _positive_int(text):
@@ -24,6 +27,7 @@ def _positive_int(text):
 
 def _iterations_per_loop(text):
   """An int, or a duration such as '30s', '5m', '1h' (as TPUConfig accepts)."""
+  from tpu_estimator.config import parse_iterations_per_loop  # pylint: disable=import-outside-toplevel
   try:
     kind, value = parse_iterations_per_loop(text)
   except ValueError:
@@ -37,6 +41,7 @@ def _iterations_per_loop(text):
 # demo
 
 def _add_demo(subparsers):
+  from tpu_estimator import demo  # pylint: disable=import-outside-toplevel
   parser = subparsers.add_parser(
       'demo', help='train, evaluate and predict a small CNN on the digits data set',
       description='Trains a small convolutional network on the scikit-learn digits data set '
@@ -57,6 +62,7 @@ def _add_demo(subparsers):
 
 
 def _run_demo(args):
+  from tpu_estimator import demo  # pylint: disable=import-outside-toplevel
   demo.run(steps=args.steps, shards=args.shards, model_dir=args.model_dir,
            iterations_per_loop=args.iterations_per_loop, seed=args.seed,
            out=lambda line: print(line, flush=True))
@@ -64,8 +70,90 @@ def _run_demo(args):
 
 
 # ---------------------------------------------------------------------------------------------
+# run
 
-_SUBCOMMANDS = (_add_demo,)
+_RUN_USAGE = ('tpu-estimator run [--tf1] SCRIPT [ARGS...]\n'
+              '       tpu-estimator run [--tf1] -m MODULE [ARGS...]')
+
+
+def _add_run(subparsers):
+  parser = subparsers.add_parser(
+      'run', usage=_RUN_USAGE,
+      help='run an unmodified tf.estimator / TPUEstimator program on TensorFlow 2.16+',
+      description='Runs a Python program as __main__ (like `python SCRIPT` or `python -m '
+      'MODULE`, arguments passed through, exit code kept) after tpu_estimator.compat.install(): '
+      'tf.compat.v1.estimator[.tpu], tf.estimator, tensorflow_estimator and '
+      'tf.compat.v1.tpu.CrossShardOptimizer resolve to tpu_estimator.  With tf_keras installed '
+      "(the [legacy] extra), tf.compat.v1.layers and tf.keras use it.")
+  parser.add_argument('--tf1', action='store_true',
+                      help='run as TensorFlow 1: v2 behaviour off, `import tensorflow as tf` '
+                      'gives the v1 API with tf.contrib.tpu and tf.contrib.cluster_resolver')
+  parser.add_argument('-m', dest='module', metavar='MODULE',
+                      help='run a module (as python -m MODULE) instead of a script')
+  parser.add_argument('program', nargs=argparse.REMAINDER, metavar='SCRIPT [ARGS...]',
+                      help='the script and its arguments (or, with -m, the arguments)')
+  parser.set_defaults(handler=_run_program)
+
+
+def _split_run_argv(argv):
+  """`run`'s own options end at the script (or at `-m MODULE`, or `--`): what follows is the
+  program's, even when it looks like an option of ours (`run x.py --tf1 -h`)."""
+  i = 1
+  while i < len(argv):
+    arg = argv[i]
+    if arg == '--':
+      return argv[:i], argv[i + 1:]
+    if arg == '-m':
+      return argv[:i + 2], argv[i + 2:]
+    if arg.startswith('-m') and not arg.startswith('--'):
+      return argv[:i + 1], argv[i + 1:]
+    if not arg.startswith('-'):
+      break
+    i += 1
+  return argv[:i], argv[i:]
+
+
+def _prepare_run_environment():
+  """Before TensorFlow resolves Keras: route the legacy Keras names to tf_keras if present."""
+  if 'TF_USE_LEGACY_KERAS' not in os.environ and importlib.util.find_spec('tf_keras'):
+    os.environ['TF_USE_LEGACY_KERAS'] = '1'
+
+
+def _run_program(args):
+  if args.module is None and not args.program:
+    print('usage: ' + _RUN_USAGE + '\ntpu-estimator run: error: expected SCRIPT or -m MODULE',
+          file=sys.stderr)
+    return 2
+  if args.module is None:
+    script = args.program[0]
+    if not os.path.isfile(script):
+      print("tpu-estimator run: can't open file %r: no such file" % script, file=sys.stderr)
+      return 2
+  from tpu_estimator import compat  # pylint: disable=import-outside-toplevel
+  compat.use_legacy_keras()
+  compat.install(tf1=args.tf1)
+  if args.module is not None:
+    if os.getcwd() not in sys.path:
+      sys.path.insert(0, os.getcwd())  # as `python -m` does
+    try:
+      found = importlib.util.find_spec(args.module)
+    except ImportError:
+      found = None
+    if found is None:
+      print('tpu-estimator run: no module named %r' % args.module, file=sys.stderr)
+      return 1
+    sys.argv = [args.module] + list(args.program)  # runpy puts the module's path in argv[0]
+    runpy.run_module(args.module, run_name='__main__', alter_sys=True)
+  else:
+    sys.argv = list(args.program)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` does
+    runpy.run_path(script, run_name='__main__')
+  return 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+_SUBCOMMANDS = (_add_demo, _add_run)
 
 
 def build_parser():
@@ -80,8 +168,18 @@ def build_parser():
 
 
 def main(argv=None):
-  """Parses `argv` (default: sys.argv[1:]), runs the subcommand, returns its exit code."""
-  args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+  """Parses `argv` (default: sys.argv[1:]), runs the subcommand, returns its exit code.
+
+  `run` returns 0 when the program ends normally; the program's `sys.exit(code)` and uncaught
+  exceptions propagate (so the process exits with that code, or 1 with the traceback)."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  program = None
+  if argv[:1] == ['run']:
+    _prepare_run_environment()
+    argv, program = _split_run_argv(argv)
+  args = build_parser().parse_args(argv)
+  if program is not None:
+    args.program = program
   return args.handler(args)
 
 

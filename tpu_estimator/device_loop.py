@@ -5,10 +5,31 @@ plain call) that reads the next per-replica inputs and runs one step per iterati
 run `iterations` steps (a tensor, fed per call so loops can be clipped to land on the step
 target), the input ends, or the loss is no longer finite.  There is deliberately no `tf.cond`
 in the body: a conditional step cannot place replicas' resources on several devices.
+The loops are control flow v2 even where `tf.compat.v1.disable_v2_behavior()` turned it off.
 """
+import functools
+
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util as _control_flow_util
 
 
+def _control_flow_v2(fn):
+  """Builds `fn`'s loops (and TensorArrays) with control flow v2 whatever the global toggle:
+  v1 loops would prefix the names of variables created in the body (`while/beta1_power`)."""
+
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    saved = _control_flow_util.ENABLE_CONTROL_FLOW_V2
+    _control_flow_util.ENABLE_CONTROL_FLOW_V2 = True
+    try:
+      return fn(*args, **kwargs)
+    finally:
+      _control_flow_util.ENABLE_CONTROL_FLOW_V2 = saved
+
+  return wrapper
+
+
+@_control_flow_v2
 def train_loop(next_inputs, run_step, iterations):
   """Returns (steps_run, loss) tensors.
 
@@ -32,6 +53,7 @@ def train_loop(next_inputs, run_step, iterations):
   return tf.while_loop(cond, body, init, parallel_iterations=1)
 
 
+@_control_flow_v2
 def collect_loop(iterations, step):
   """Runs `step()` up to `iterations` times in one `session.run`, gathering its outputs.
 

@@ -113,10 +113,18 @@ class Estimator:
         _v1.set_random_seed(self._config.tf_random_seed)
     return graph
 
-  def _session_creator(self, replicas, scaffold, **kwargs):
-    return _v1.train.ChiefSessionCreator(
-        scaffold=scaffold, config=replicas.session_config(self._config.session_config),
-        **kwargs)
+  def _session(self, replicas, scaffold, hooks, **kwargs):
+    """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
+
+    Across workers it does not recover from a lost peer by re-creating the session (that
+    would wait for the dead worker for hours): the error ends the call."""
+    config = replicas.session_config(self._config.session_config)
+    if replicas.kind == 'multi_worker':
+      return _v1.train.SingularMonitoredSession(hooks=hooks, scaffold=scaffold,
+                                                master=replicas.master, config=config, **kwargs)
+    creator = _v1.train.ChiefSessionCreator(scaffold=scaffold, master=replicas.master,
+                                            config=config, **kwargs)
+    return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
 
   # -------------------------------------------------------------------------------------------
   def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
@@ -141,6 +149,7 @@ class Estimator:
       replicas = self._layout.replicas(ModeKeys.TRAIN)
       with replicas.scope():
         global_step = _v1.train.get_or_create_global_step(graph)
+      checkpoints.cache_global_step_read(global_step)
       plan = self._plan(ModeKeys.TRAIN, replicas)
       host_input = self._layout.host_input(input_fn, ModeKeys.TRAIN, self._config, replicas)
       with graph.device(self._config.device_fn) if self._config.device_fn else _nullctx():
@@ -152,12 +161,12 @@ class Estimator:
       checkpoints.ensure_saver(self._config)
       all_hooks = self._train_hooks(plan, built, host_input, hooks, global_step, steps,
                                     max_steps, listeners)
-      creator = self._session_creator(replicas, built.scaffold, checkpoint_dir=self._model_dir)
       fetch = built.fetches.get('train_op')
       last_loss = None
       with preemption.deferred_sigterm() as sigterm:
         all_hooks.insert(1, preemption.PreemptionHook(sigterm))
-        with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+        with self._session(replicas, built.scaffold, all_hooks,
+                           checkpoint_dir=self._model_dir) as session:
           while not session.should_stop():
             if fetch is None:
               last_loss = session.run(loss)
@@ -230,10 +239,9 @@ class Estimator:
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       final = _v1.train.FinalOpsHook(values)
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final]
-      creator = self._session_creator(replicas, built.scaffold,
-                                      checkpoint_filename_with_path=checkpoint)
       _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
-      with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+      with self._session(replicas, built.scaffold, all_hooks,
+                         checkpoint_filename_with_path=checkpoint) as session:
         while not session.should_stop():
           session.run(built.fetches['update'])
       results = final.final_ops_values
@@ -271,9 +279,8 @@ class Estimator:
                                                              predict_keys))
       checkpoints.ensure_saver(self._config)
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks
-      creator = self._session_creator(replicas, built.scaffold,
-                                      checkpoint_filename_with_path=checkpoint)
-      with _v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+      with self._session(replicas, built.scaffold, all_hooks,
+                         checkpoint_filename_with_path=checkpoint) as session:
         while not session.should_stop():
           out = session.run(fetches)
           for batch in _split_batches(out['predictions'], out.get('batch_rows')):
@@ -464,7 +471,8 @@ class TPUEstimator(Estimator):
                    ModeKeys.PREDICT: predict_batch_size}
     self._layout = sharding.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
                                     config.tpu_config, batch_axis, eval_on_tpu,
-                                    export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu)
+                                    export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu,
+                                    config=config)
     self._init(model_fn, model_dir, config, params, warm_start_from, TPURunConfig)
     self._use_tpu = use_tpu
     self._export_to_tpu = export_to_tpu

@@ -6,6 +6,7 @@ by name (dict).  `host_call` summaries, TF1 (`tf.compat.v1.summary.*`, returned 
 or TF2 (`tf.summary.*`), are written to the model_dir by a TF2 summary writer.
 """
 import tensorflow as tf
+from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
 from tpu_estimator import errors
 
@@ -66,8 +67,15 @@ class SummaryWriter:
 class _WriterHook(_v1.train.SessionRunHook):
 
   def __init__(self, init_op, flush_op):
-    self._init = init_op
+    self._init = [init_op]
     self._flush = flush_op
+
+  def begin(self):
+    # Also the writers a host_call created itself (`tf.summary.create_file_writer` inside it,
+    # as TPU programs did): the original's host-call hook initialised every writer too.
+    own = self._init[0]
+    self._init = [own] + [op for op in _summary_ops_v2.summary_writer_initializer_op()
+                          if op is not own]
 
   def after_create_session(self, session, coord):
     del coord

@@ -22,17 +22,27 @@ _v1 = tf.compat.v1
 
 
 class Replicas:
-  """The devices one call runs on and how to run a function once per device."""
+  """The devices one call runs on and how to run a function once per device.
+
+  `num_replicas` counts every replica in sync (all workers); `devices` are this process's.
+  """
+  num_workers = 1
+  worker_index = 0
+  master = ''
 
   def __init__(self, devices, kind):
     self.devices = tuple(devices)
-    self.kind = kind  # 'single', 'cpu' or 'gpu'
+    self.kind = kind  # 'single', 'cpu', 'gpu' or 'multi_worker'
     self.strategy = None
     if len(self.devices) > 1:
       self.strategy = tf.distribute.MirroredStrategy(devices=list(self.devices))
 
   @property
   def num_replicas(self):
+    return len(self.devices)
+
+  @property
+  def local_replicas(self):
     return len(self.devices)
 
   def scope(self):
@@ -58,17 +68,71 @@ class Replicas:
     """
     if self.strategy is None:
       return [fn(*per_replica_args[0])]
-    values = self.strategy.experimental_distribute_values_from_function(
-        lambda ctx: tuple(per_replica_args[ctx.replica_id_in_sync_group]))
+    values = distribute_utils.regroup([tuple(args) for args in per_replica_args])
     with self.strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
       out = self.strategy.extended.call_for_each_replica(lambda args: fn(*args), args=(values,))
-    return [distribute_utils.select_replica(i, out) for i in range(self.num_replicas)]
+    return [distribute_utils.select_replica(i, out) for i in range(self.local_replicas)]
 
   def primary(self, variable):
     """The first replica's copy of a (possibly mirrored) variable."""
     if self.strategy is None or not hasattr(variable, 'values'):
       return variable
     return variable.values[0]
+
+
+# One gRPC server per process and cluster task: a port can be bound only once.
+_SERVERS = {}
+DEFAULT_OPERATION_TIMEOUT_MS = 300000
+
+
+class MultiWorkerReplicas(Replicas):
+  """Replicas over every worker of a `TF_CONFIG` cluster: TensorFlow's multi-worker
+  collective strategy in graph mode, one gRPC server per process, sessions on that server.
+
+  Each worker holds its own copy of the variables (initial values broadcast from the first
+  worker, restored from the chief's checkpoints on resume); gradients are all-reduced every
+  step.  Collectives wait for every worker, so a session with a dead peer would block forever:
+  unless the user's session config sets `operation_timeout_in_ms`, runs time out after
+  `DEFAULT_OPERATION_TIMEOUT_MS` (a `DeadlineExceededError` ends training on the survivors).
+  """
+
+  def __init__(self, cluster_spec, task_type, task_id, worker_index, num_workers):
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        cluster_spec, task_type=task_type, task_id=task_id, rpc_layer='grpc')
+    self.strategy = _v1.distribute.experimental.MultiWorkerMirroredStrategy(
+        cluster_resolver=resolver)
+    self.devices = tuple(self.strategy.extended.worker_devices)
+    self.kind = 'multi_worker'
+    self.num_workers = num_workers
+    self.worker_index = worker_index
+    key = (str(cluster_spec.as_dict()), task_type, task_id)
+    if key not in _SERVERS:
+      _SERVERS[key] = tf.distribute.Server(
+          cluster_spec, job_name=task_type, task_index=task_id,
+          config=self.strategy.update_config_proto(_v1.ConfigProto()), start=True)
+    self.master = _SERVERS[key].target
+
+  @property
+  def num_replicas(self):
+    return self.strategy.num_replicas_in_sync
+
+  def session_config(self, base=None):
+    config = super().session_config(base)
+    config = self.strategy.update_config_proto(config)
+    if not config.operation_timeout_in_ms:
+      config.operation_timeout_in_ms = DEFAULT_OPERATION_TIMEOUT_MS
+    return config
+
+
+def _training_workers(config):
+  """(worker index, count) of this task among the cluster's training tasks, or None."""
+  if config is None or config.num_worker_replicas <= 1 or config.task_type in (None, 'evaluator'):
+    return None
+  return config.global_id_in_cluster, config.num_worker_replicas
+
+
+def is_multi_worker(config):
+  return _training_workers(config) is not None
 
 
 def _tpu_devices():
@@ -78,9 +142,23 @@ def _tpu_devices():
     return []
 
 
-def make_replicas(num_shards):
+def make_replicas(num_shards, config=None, multi_worker=False):
   """Replicas for `use_tpu=True`: `num_shards=None` means every local accelerator (1 on a
-  CPU-only machine)."""
+  CPU-only machine).  With `multi_worker` and a `TF_CONFIG` cluster of several training tasks,
+  the replicas span every worker and `num_shards` (if set) must be their total."""
+  workers = _training_workers(config) if multi_worker else None
+  if workers is not None:
+    if config.num_ps_replicas:
+      raise errors.value_error('Parameter servers are not supported; use chief/worker tasks '
+                               '(synchronous all-reduce).', num_ps_replicas=config.num_ps_replicas)
+    replicas = MultiWorkerReplicas(config.cluster_spec, config.task_type, config.task_id,
+                                   *workers)
+    if num_shards is not None and num_shards != replicas.num_replicas:
+      raise errors.value_error(
+          'TPUConfig.num_shards must equal the replicas of all workers (%d: %d workers x %d '
+          'local devices).' % (replicas.num_replicas, workers[1], replicas.local_replicas),
+          'Set num_shards=None or %d.' % replicas.num_replicas, num_shards=num_shards)
+    return replicas
   if _tpu_devices():
     raise errors.value_error(
         'TPU devices are visible, but this build of tpu_estimator does not drive TPU cores.',

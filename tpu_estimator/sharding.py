@@ -74,8 +74,9 @@ class Sharded(OneDevice):
   allow_tpu_spec = True
 
   def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu,
-               export_to_cpu=True, export_to_tpu=True):
+               export_to_cpu=True, export_to_tpu=True, config=None):
     super().__init__(params)
+    self.config = config
     self.export_to_cpu = export_to_cpu
     self.export_to_tpu = export_to_tpu
     self.use_tpu = use_tpu
@@ -92,7 +93,12 @@ class Sharded(OneDevice):
   def replicas(self, mode):
     if not self.sharded(mode):
       return replication.single_device()
-    return replication.make_replicas(self.tpu_config.num_shards)
+    if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one
+      return replication.make_replicas(self.tpu_config.num_shards, self.config,
+                                       multi_worker=True)
+    # Evaluation and prediction run on this machine's devices, even in a cluster.
+    local_only = replication.is_multi_worker(self.config)
+    return replication.make_replicas(None if local_only else self.tpu_config.num_shards)
 
   def loop_ipl(self, mode):
     if self.sharded(mode):
@@ -130,7 +136,7 @@ class Sharded(OneDevice):
     if input_mode == InputPipelineConfig.BROADCAST:
       return size, size
     if input_mode == InputPipelineConfig.PER_HOST_V1:
-      return size, per_replica
+      return size // replicas.num_workers, per_replica
     return per_replica, per_replica
 
   def export_targets(self):
@@ -160,19 +166,24 @@ class Sharded(OneDevice):
     input_batch, _ = self._batches(mode, replicas)
     sharded = self.sharded(mode)
     input_mode = self._input_mode() if sharded else InputPipelineConfig.PER_HOST_V1
-    calls = replicas.num_replicas if input_mode == InputPipelineConfig.PER_SHARD_V1 else 1
+    per_shard = input_mode == InputPipelineConfig.PER_SHARD_V1
+    calls = replicas.local_replicas if per_shard else 1
+    pipelines = replicas.num_replicas if per_shard else replicas.num_workers
     results = []
     for index in range(calls):
       params = copy.deepcopy(self.params)
       if input_batch is not None:
         params[BATCH_SIZE_KEY] = input_batch
+      # Each worker (or each of its shards) reads its own part of the data.
+      pipeline_id = replicas.worker_index * calls + index
       input_context = tf.distribute.InputContext(
-          num_input_pipelines=calls, input_pipeline_id=index,
+          num_input_pipelines=pipelines, input_pipeline_id=pipeline_id,
           num_replicas_in_sync=replicas.num_replicas)
-      params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, index, calls, input_context)
+      params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, pipeline_id, pipelines,
+                                           input_context)
       results.append(inputs.call_input_fn(input_fn, mode, params, config,
                                           input_context=input_context))
     if not sharded:
       return inputs.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
-    return inputs.HostInput(results, input_mode, replicas.num_replicas, self.batch_axis,
+    return inputs.HostInput(results, input_mode, replicas.local_replicas, self.batch_axis,
                             rows=input_batch, uneven=mode != ModeKeys.TRAIN)

@@ -85,7 +85,7 @@ def build_train(plan, model_fn, host_input, global_step):
   if isinstance(spec, specs.TPUEstimatorSpec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
     loss = specs._check_loss(spec.loss, ModeKeys.TRAIN)  # pylint: disable=protected-access
-    if spec.host_call is not None:
+    if spec.host_call is not None and plan.config.is_chief:
       writer = _writer(plan)
       op = host_calls.host_call_op(spec.host_call, writer, global_step.read_value(),
                                    plan.host_call_every_n)
@@ -115,7 +115,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     outs = _run_replicas(plan, replica_step, values)
     loss = tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
     host_call = captured['spec'].host_call
-    if host_call is not None:
+    if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
       if plan.sharded:
         host_calls.check_batch_major('host_call', outs[0][1])
       tensors = host_calls.concat_replicas([o[1] for o in outs])

@@ -1,0 +1,82 @@
+"""Multi-worker training over TF_CONFIG on loopback: TensorFlow's multi-worker strategy."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from tpu_estimator import launcher
+
+PROGRAM = os.path.join(os.path.dirname(__file__), 'multiworker', 'program.py')
+
+
+def _env(**extra):
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', **extra)
+
+
+def _results(out_dir):
+  return {name[:-len('.json')]: json.load(open(os.path.join(out_dir, name)))
+          for name in os.listdir(out_dir)}
+
+
+def test_two_workers_train_like_one_process_with_the_same_shards(tmp_path):
+  cluster_out, single_out = tmp_path / 'cluster_out', tmp_path / 'single_out'
+  cluster_out.mkdir()
+  single_out.mkdir()
+  single = subprocess.Popen([sys.executable, PROGRAM, str(tmp_path / 'single'), '20',
+                             str(single_out), '2'], env=_env())
+  codes = launcher.launch([PROGRAM, str(tmp_path / 'cluster'), '20', str(cluster_out)], 2,
+                          env=_env(), timeout=240)
+  assert single.wait(240) == 0
+  assert codes == [0, 0]
+  cluster = _results(str(cluster_out))
+  reference = _results(str(single_out))['worker0']  # no TF_CONFIG: the local default task
+  assert set(cluster) == {'chief0', 'worker0'}
+  for task in cluster.values():
+    assert task['global_step'] == 20
+    np.testing.assert_allclose(task['kernel'], reference['kernel'], atol=1e-4)
+    assert task['batch_size'] == 8 and task['num_pipelines'] == 2  # per-host batch
+  assert sorted(t['pipeline_id'] for t in cluster.values()) == [0, 1]  # each its own data
+  assert reference['batch_size'] == 16
+  # only the chief writes checkpoints
+  assert os.path.exists(tmp_path / 'cluster' / 'model.ckpt-20.index')
+
+
+def test_dead_worker_stops_the_chief_and_a_restart_resumes(tmp_path):
+  out = tmp_path / 'out'
+  out.mkdir()
+  model_dir = tmp_path / 'model'
+  timeout_ms = 15000
+  configs = launcher.tf_configs(2)
+  processes = [subprocess.Popen(
+      [sys.executable, PROGRAM, str(model_dir), '100000', str(out)],
+      env=_env(TF_CONFIG=json.dumps(c), OPERATION_TIMEOUT_MS=str(timeout_ms)))
+               for c in configs]
+  try:
+    deadline = time.time() + 180
+    while not os.path.exists(model_dir / 'model.ckpt-10.index'):
+      assert time.time() < deadline, 'training did not reach step 10'
+      assert all(p.poll() is None for p in processes)
+      time.sleep(0.2)
+    processes[1].send_signal(signal.SIGKILL)
+    killed = time.time()
+    code = processes[0].wait(timeout_ms / 1000 + 60)  # the documented timeout, plus slack
+    assert code != 0
+    assert time.time() - killed < timeout_ms / 1000 + 60
+  finally:
+    for p in processes:
+      if p.poll() is None:
+        p.kill()
+      p.wait()
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  saved = int(tf.train.load_variable(tf.train.latest_checkpoint(str(model_dir)), 'global_step'))
+  assert saved >= 10
+  codes = launcher.launch([PROGRAM, str(model_dir), str(saved + 10), str(out)], 2, env=_env(),
+                          timeout=240)
+  assert codes == [0, 0]
+  for task in _results(str(out)).values():
+    assert task['start_step'] == saved
+    assert task['global_step'] == saved + 10

@@ -1,0 +1,424 @@
+"""`tpu-estimator inspect MODEL_DIR`: what a model directory holds.
+
+    tpu-estimator inspect MODEL_DIR [--exports DIR ...] [--json]
+
+Lists the checkpoints (step and save time, from the `checkpoint` state file and the files'
+modification times), the variables of the latest checkpoint with their shapes, the latest
+evaluation results of each eval directory (`eval`, `eval_<name>`: the scalars of the last step
+in its event files), and the SavedModel exports (timestamped directories under
+`MODEL_DIR/export/*/` and under every `--exports DIR`) with their tags and signature names.
+
+`inspect_model_dir` returns all of it as a dict, `format_report` renders that dict as text, and
+`add_parser` registers the subcommand on an `argparse` subparsers object.  Paths go through
+`tf.io.gfile`, so `gs://` model directories work too.
+"""
+import contextlib
+import json
+import os
+import re
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+_v1 = tf.compat.v1
+_CKPT_STEP = re.compile(r'-(\d+)$')
+_EVENTS = 'events.out.tfevents.*'
+_SAVED_MODEL_FILES = ('saved_model.pb', 'saved_model.pbtxt')
+# saved_model.pb holds the whole graph; above this size signatures are not read.
+_MAX_SAVED_MODEL_BYTES = 256 << 20
+
+
+class InspectionError(ValueError):
+  """The directory cannot be inspected (missing, or without a checkpoint)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting
+
+def inspect_model_dir(model_dir, exports=None):
+  """Everything `inspect` reports about `model_dir`, as a JSON-serialisable dict:
+
+    model_dir: the directory (absolute for local paths)
+    checkpoints: [{path, name, step, time, exists}], oldest first; `time` in seconds since
+        the epoch (the state file's timestamp, else the .index file's modification time)
+    latest_checkpoint: path of the newest checkpoint
+    variables: [{name, shape, dtype}] of the latest checkpoint, by name
+    num_parameters: total elements of those variables
+    evaluations: {eval dir name: {step, time, metrics: {tag: float}, checkpoint_path}}
+    exports: [{path, timestamp, time, meta_graphs: [{tags, signatures}] or None}]
+    warnings: [str] (unreadable parts, skipped)
+
+  `exports`: more directories to list SavedModels from: an export base holding timestamped
+  SavedModel directories, or a SavedModel directory itself.
+
+  Raises `InspectionError` when `model_dir` does not exist or holds no checkpoint.
+  """
+  model_dir = os.fspath(model_dir)
+  if '://' not in model_dir:
+    model_dir = os.path.abspath(model_dir)
+  if not tf.io.gfile.isdir(model_dir):
+    if tf.io.gfile.exists(model_dir):
+      raise InspectionError('%s is not a directory.' % model_dir)
+    raise InspectionError('Model directory %s does not exist.' % model_dir)
+  warnings = []
+  checkpoints = _checkpoints(model_dir, warnings)
+  existing = [c for c in checkpoints if c['exists']]
+  if not existing:
+    raise InspectionError(
+        'No checkpoint in %s (no `checkpoint` state file naming an existing checkpoint, no '
+        '*.index files). Train first, or pass the directory a model was trained in.'
+        % model_dir)
+  latest = existing[-1]['path']
+  variables = _variables(latest, warnings)
+  return {
+      'model_dir': model_dir,
+      'checkpoints': checkpoints,
+      'latest_checkpoint': latest,
+      'variables': variables,
+      'num_parameters': int(sum(int(np.prod(v['shape'])) for v in variables)),
+      'evaluations': _evaluations(model_dir, warnings),
+      'exports': _exports(model_dir, exports or (), warnings),
+      'warnings': warnings,
+  }
+
+
+def _mtime(path):
+  try:
+    return tf.io.gfile.stat(path).mtime_nsec / 1e9
+  except tf.errors.OpError:
+    return None
+
+
+def _step_of(path):
+  match = _CKPT_STEP.search(os.path.basename(path))
+  if match:
+    return int(match.group(1))
+  try:
+    return int(tf.train.load_variable(path, _v1.GraphKeys.GLOBAL_STEP))
+  except (tf.errors.OpError, ValueError):
+    return None
+
+
+def _checkpoints(model_dir, warnings):
+  """The checkpoints the state file names (oldest first), else the *.index files found."""
+  entries = []
+  state = None
+  try:
+    state = tf.train.get_checkpoint_state(model_dir)
+  except (tf.errors.OpError, ValueError) as e:  # a corrupt `checkpoint` file
+    warnings.append('Could not read %s: %s' % (os.path.join(model_dir, 'checkpoint'), e))
+  if state is not None:
+    paths = list(state.all_model_checkpoint_paths)
+    if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+      paths.append(state.model_checkpoint_path)
+    stamps = list(state.all_model_checkpoint_timestamps)
+    for i, path in enumerate(paths):
+      exists = tf.io.gfile.exists(path + '.index')
+      if not exists:
+        # A model_dir that was moved: the state file holds the old absolute paths.
+        moved = os.path.join(model_dir, os.path.basename(path))
+        if moved != path and tf.io.gfile.exists(moved + '.index'):
+          path, exists = moved, True
+      stamp = stamps[i] if len(stamps) == len(paths) else None
+      entries.append({'path': path, 'exists': exists,
+                      'time': stamp or (_mtime(path + '.index') if exists else None)})
+  else:
+    for index in tf.io.gfile.glob(os.path.join(model_dir, '*.index')):
+      path = index[:-len('.index')]
+      entries.append({'path': path, 'exists': True, 'time': _mtime(index)})
+  for entry in entries:
+    entry['name'] = os.path.basename(entry['path'])
+    entry['step'] = _step_of(entry['path']) if entry['exists'] else None
+  if state is None:
+    entries.sort(key=lambda e: (e['step'] is None, e['step'] or 0, e['time'] or 0))
+  return entries
+
+
+def _variables(checkpoint, warnings):
+  try:
+    reader = tf.train.load_checkpoint(checkpoint)
+    dtypes = reader.get_variable_to_dtype_map()
+    names = tf.train.list_variables(checkpoint)
+  except (tf.errors.OpError, ValueError) as e:
+    warnings.append('Could not read the variables of %s: %s' % (checkpoint, e))
+    return []
+  return [{'name': name, 'shape': [int(d) for d in shape],
+           'dtype': dtypes[name].name if name in dtypes else None}
+          for name, shape in sorted(names)]
+
+
+@contextlib.contextmanager
+def _quiet_deprecations():
+  """summary_iterator logs a deprecation warning on first use; not news to a CLI user."""
+  try:
+    from tensorflow.python.util import deprecation  # pylint: disable=import-outside-toplevel
+    silence = deprecation.silence()
+  except (ImportError, AttributeError):  # pragma: no cover
+    silence = contextlib.nullcontext()
+  with silence:
+    yield
+
+
+def _scalar(value):
+  """A float (or str) for a scalar summary value, else None."""
+  if value.HasField('simple_value'):
+    return float(value.simple_value)
+  if value.HasField('tensor'):
+    try:
+      array = tf.make_ndarray(value.tensor)
+    except (TypeError, ValueError):
+      return None
+    if array.ndim != 0:
+      return None
+    item = array.item()
+    if isinstance(item, bytes):
+      return item.decode('utf-8', 'replace')
+    if isinstance(item, (bool, int, float)):
+      return float(item)
+  return None
+
+
+def read_last_step_scalars(logdir, warnings=None):
+  """(step, wall_time, {tag: value}): the scalars of the highest step in `logdir`'s event
+  files (later events of that step win), or None when there are none.  String scalars (such
+  as `checkpoint_path`) come back as str."""
+  last = None
+  with _quiet_deprecations():
+    for path in sorted(tf.io.gfile.glob(os.path.join(logdir, _EVENTS))):
+      try:
+        for event in _v1.train.summary_iterator(path):
+          if not event.HasField('summary'):
+            continue
+          values = {v.tag: _scalar(v) for v in event.summary.value}
+          values = {k: v for k, v in values.items() if v is not None}
+          if not values:
+            continue
+          if last is None or event.step > last[0]:
+            last = (event.step, event.wall_time, values)
+          elif event.step == last[0]:
+            last = (event.step, max(event.wall_time, last[1]), dict(last[2], **values))
+      except tf.errors.DataLossError as e:  # a file still being written
+        if warnings is not None:
+          warnings.append('Event file %s is truncated (%s); read what came before.' % (path, e))
+  return last
+
+
+def _evaluations(model_dir, warnings):
+  result = {}
+  for name in sorted(tf.io.gfile.listdir(model_dir)):
+    name = name.rstrip('/')
+    if not (name == 'eval' or name.startswith('eval_')):
+      continue
+    logdir = os.path.join(model_dir, name)
+    if not tf.io.gfile.isdir(logdir):
+      continue
+    last = read_last_step_scalars(logdir, warnings)
+    if last is None:
+      result[name] = {'step': None, 'time': None, 'metrics': {}, 'checkpoint_path': None}
+      continue
+    step, wall_time, values = last
+    checkpoint_path = values.pop('checkpoint_path', None)
+    metrics = {k: v for k, v in sorted(values.items()) if isinstance(v, float)}
+    result[name] = {'step': int(step), 'time': wall_time, 'metrics': metrics,
+                    'checkpoint_path': checkpoint_path if isinstance(checkpoint_path, str)
+                                       else None}
+  return result
+
+
+def _is_saved_model(path):
+  return any(tf.io.gfile.exists(os.path.join(path, f)) for f in _SAVED_MODEL_FILES)
+
+
+def _subdirs(path):
+  try:
+    names = tf.io.gfile.listdir(path)
+  except tf.errors.OpError:
+    return []
+  return [os.path.join(path, n.rstrip('/')) for n in sorted(names)
+          if not n.startswith('temp-') and tf.io.gfile.isdir(os.path.join(path, n))]
+
+
+def _find_saved_models(base, depth):
+  """SavedModel directories at `base` or up to `depth` levels below it."""
+  if _is_saved_model(base):
+    return [base]
+  if depth == 0:
+    return []
+  found = []
+  for sub in _subdirs(base):
+    found += _find_saved_models(sub, depth - 1)
+  return found
+
+
+def _meta_graphs(path, warnings):
+  """[{tags, signatures}] from saved_model.pb(txt), or None when too big or unreadable."""
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+  proto = saved_model_pb2.SavedModel()
+  try:
+    binary = os.path.join(path, 'saved_model.pb')
+    if tf.io.gfile.exists(binary):
+      if tf.io.gfile.stat(binary).length > _MAX_SAVED_MODEL_BYTES:
+        return None
+      with tf.io.gfile.GFile(binary, 'rb') as f:
+        proto.ParseFromString(f.read())
+    else:
+      from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
+      with tf.io.gfile.GFile(os.path.join(path, 'saved_model.pbtxt'), 'r') as f:
+        text_format.Parse(f.read(), proto)
+  except Exception as e:  # pylint: disable=broad-except
+    warnings.append('Could not read the signatures of %s: %s' % (path, e))
+    return None
+  return [{'tags': sorted(m.meta_info_def.tags), 'signatures': sorted(m.signature_def)}
+          for m in proto.meta_graphs]
+
+
+def _exports(model_dir, extra, warnings):
+  found = []
+  export_root = os.path.join(model_dir, 'export')
+  if tf.io.gfile.isdir(export_root):
+    # export/<exporter name>/<timestamp>/ (Exporters), or export/<timestamp>/
+    found += _find_saved_models(export_root, 2)
+  for base in extra:
+    base = os.fspath(base)
+    if '://' not in base:
+      base = os.path.abspath(base)
+    if not tf.io.gfile.isdir(base):
+      warnings.append('Export directory %s does not exist.' % base)
+      continue
+    models = _find_saved_models(base, 2)
+    if not models:
+      warnings.append('No SavedModel under %s.' % base)
+    found += models
+  result, seen = [], set()
+  for path in found:
+    if path in seen:
+      continue
+    seen.add(path)
+    name = os.path.basename(path)
+    timestamp = int(name) if name.isdigit() else None
+    result.append({'path': path, 'timestamp': timestamp,
+                   'time': float(timestamp) if timestamp is not None and timestamp < 1e11
+                           else _mtime(path),
+                   'meta_graphs': _meta_graphs(path, warnings)})
+  return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+def _when(seconds):
+  if seconds is None:
+    return '?'
+  return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(seconds))
+
+
+def _number(value):
+  if isinstance(value, float):
+    return '%.6g' % value
+  return str(value)
+
+
+def _relative(path, root):
+  if path.startswith(root.rstrip('/') + '/'):
+    return path[len(root.rstrip('/')) + 1:]
+  return path
+
+
+def format_report(info):
+  """The text `tpu-estimator inspect` prints for a dict from `inspect_model_dir`."""
+  root = info['model_dir']
+  lines = ['Model directory: %s' % root, '']
+  checkpoints = info['checkpoints']
+  lines.append('Checkpoints (%d, oldest first):' % len(checkpoints))
+  width = max([len(str(c['step'])) for c in checkpoints] + [4])
+  lines.append('  %s  %-19s  %s' % ('step'.rjust(width), 'saved', 'checkpoint'))
+  for c in checkpoints:
+    mark = '  (latest)' if c['path'] == info['latest_checkpoint'] else ''
+    if not c['exists']:
+      mark = '  (missing)'
+    lines.append('  %s  %-19s  %s%s' % (str(c['step'] if c['step'] is not None else '?')
+                                         .rjust(width), _when(c['time']),
+                                         _relative(c['path'], root), mark))
+  lines.append('')
+
+  variables = info['variables']
+  lines.append('Variables in %s (%d, %s parameters):' % (
+      os.path.basename(info['latest_checkpoint']), len(variables),
+      '{:,}'.format(info['num_parameters'])))
+  name_width = min(max([len(v['name']) for v in variables] + [4]), 60)
+  for v in variables:
+    lines.append('  %-*s  %-8s  [%s]' % (name_width, v['name'], v['dtype'] or '?',
+                                         ', '.join(str(d) for d in v['shape'])))
+  lines.append('')
+
+  evaluations = info['evaluations']
+  if evaluations:
+    lines.append('Evaluations (latest results per eval directory):')
+    for name, ev in evaluations.items():
+      if ev['step'] is None:
+        lines.append('  %s: no results' % name)
+        continue
+      metrics = ', '.join('%s = %s' % (k, _number(v)) for k, v in ev['metrics'].items())
+      lines.append('  %s: global step %d (%s): %s' % (name, ev['step'], _when(ev['time']),
+                                                      metrics or 'no scalars'))
+  else:
+    lines.append('Evaluations: none (no eval or eval_<name> directory).')
+  lines.append('')
+
+  exports = info['exports']
+  if exports:
+    lines.append('Exports (%d):' % len(exports))
+    for ex in exports:
+      lines.append('  %s  (%s)' % (_relative(ex['path'], root), _when(ex['time'])))
+      if ex['meta_graphs'] is None:
+        lines.append('      signatures: not read')
+      for mg in ex['meta_graphs'] or ():
+        lines.append('      tags [%s]: signatures %s' % (', '.join(mg['tags']),
+                                                        ', '.join(mg['signatures']) or '-'))
+  else:
+    lines.append('Exports: none found (export/*/<timestamp>; pass --exports DIR for others).')
+
+  for warning in info['warnings']:
+    lines.append('')
+    lines.append('Warning: %s' % warning)
+  return '\n'.join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The subcommand
+
+def add_parser(subparsers):
+  """Registers `inspect` on an argparse subparsers object (handler: `run(args)`)."""
+  parser = subparsers.add_parser(
+      'inspect', help='list the checkpoints, variables, eval results and exports of a model '
+      'directory',
+      description='Lists the checkpoints of MODEL_DIR (step, save time), the variables of the '
+      'latest checkpoint with their shapes, the latest results of each evaluation directory '
+      '(eval, eval_<name>) and the SavedModel exports (MODEL_DIR/export/*/<timestamp> and '
+      '--exports directories) with their signatures.')
+  parser.add_argument('model_dir', metavar='MODEL_DIR', help='the model directory')
+  parser.add_argument('--exports', metavar='DIR', action='append', default=[],
+                      help='also list the SavedModels in DIR (an export base or a SavedModel '
+                      'directory); may be repeated')
+  parser.add_argument('--json', action='store_true', help='print the report as JSON')
+  parser.set_defaults(handler=run)
+  return parser
+
+
+def run(args, out=None, err=None):
+  """The `inspect` handler: prints the report, returns the exit code (2: cannot inspect)."""
+  out = out or sys.stdout
+  err = err or sys.stderr
+  try:
+    info = inspect_model_dir(args.model_dir, exports=args.exports)
+  except InspectionError as e:
+    print('tpu-estimator inspect: error: %s' % e, file=err)
+    return 2
+  if args.json:
+    out.write(json.dumps(info, indent=2, sort_keys=True) + '\n')
+  else:
+    out.write(format_report(info) + '\n')
+  out.flush()
+  return 0

@@ -1,0 +1,299 @@
+"""Progress reporting for `train`, `evaluate` and `predict`.
+
+`ProgressBarHook` draws one updating line on an interactive terminal (steps done/target,
+steps/s, loss, ETA), redrawn after each `session.run` (with device loops the count jumps by
+`iterations_per_loop`).  `RunConfig(progress_bar=None)` means a bar only when the stream is a
+terminal; non-interactive runs keep the original's INFO lines (`loss = ..., step = ...`).
+
+`ExamplesPerSecondHook` is the original TPUEstimator's: a `StepCounterHook` that writes
+`examples/sec` (= global_step/sec * global batch size) next to `global_step/sec`.
+"""
+import logging
+import os
+import sys
+import time
+
+import tensorflow as tf
+
+_v1 = tf.compat.v1
+_log = tf.get_logger()
+
+
+def is_terminal(stream):
+  """Whether `stream` is an interactive terminal (False for pipes, files, closed streams)."""
+  isatty = getattr(stream, 'isatty', None)
+  if isatty is None:
+    return False
+  try:
+    return bool(isatty())
+  except (ValueError, OSError):
+    return False
+
+
+def bar_enabled(setting, stream=None):
+  """`RunConfig.progress_bar` resolved: True/False as given, None: `stream` (default
+  sys.stderr) is a terminal."""
+  if setting is not None:
+    return bool(setting)
+  return is_terminal(sys.stderr if stream is None else stream)
+
+
+def _duration(seconds):
+  seconds = int(round(max(seconds, 0)))
+  hours, rest = divmod(seconds, 3600)
+  minutes, seconds = divmod(rest, 60)
+  if hours:
+    return '%d:%02d:%02d' % (hours, minutes, seconds)
+  return '%d:%02d' % (minutes, seconds)
+
+
+def _rate(value):
+  if value is None:
+    return '?'
+  if value >= 100:
+    return '%.0f' % value
+  if value >= 10:
+    return '%.1f' % value
+  return '%.2f' % value
+
+
+def format_line(label, done, total, unit, rate=None, loss=None, elapsed=None, final=False,
+                width=80):
+  """One progress line, at most `width - 1` characters:
+
+      train [########------------]  40/100 steps  40% | 12.5 steps/s | loss 0.3412 | ETA 0:05
+
+  Without a `total` there is no bar, percentage or ETA; when `final`, the elapsed time
+  replaces the ETA.
+  """
+  parts = []
+  if rate is not None or done:
+    parts.append('%s %s/s' % (_rate(rate), unit))
+  if loss is not None:
+    parts.append('loss %.4g' % loss)
+  if final or total is None:
+    if elapsed is not None:
+      parts.append('%s elapsed' % _duration(elapsed))
+  elif rate:
+    parts.append('ETA %s' % _duration(max(total - done, 0) / rate))
+  else:
+    parts.append('ETA ?')
+  if total is None:
+    head = '%s %d %s' % (label, done, unit)
+  else:
+    fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
+    count = '%*d/%d %s %3d%%' % (len(str(total)), done, total, unit, int(fraction * 100))
+    tail_len = len(count) + sum(len(p) + 3 for p in parts)
+    # A fixed 20 columns, narrower only when the terminal is too narrow for the line.
+    bar_width = max(0, min(20, width - 1 - len(label) - 4 - tail_len))
+    if bar_width >= 8:
+      filled = int(fraction * bar_width)
+      head = '%s [%s%s] %s' % (label, '#' * filled, '-' * (bar_width - filled), count)
+    else:
+      head = '%s %s' % (label, count)
+  line = ' | '.join([head] + parts)
+  return line[:max(width - 1, 1)]
+
+
+def _terminal_width(stream, default=80):
+  try:
+    return os.get_terminal_size(stream.fileno()).columns or default
+  except (AttributeError, ValueError, OSError):
+    return default
+
+
+def _resolve(value):
+  return value() if callable(value) else value
+
+
+class ProgressBarHook(_v1.train.SessionRunHook):
+  """A one-line progress bar on `stream` (default sys.stderr), redrawn with '\\r' after each
+  `session.run` (at most every `min_interval` seconds) and ended with a newline in `end()`.
+
+  What counts (each may be a tensor or a callable returning one, called in `begin()`):
+    counter: a variable holding the count (e.g. the global step), read when the session
+      starts (the starting point of `num_steps`) and at the end (the exact final count);
+    step: a tensor fetched with every run giving the count after it (default: `counter`),
+      e.g. the global step read after a device loop;
+    advance: a tensor fetched with every run whose value is what the run added (when there
+      is no `step`); with neither, every run adds 1;
+    loss: a scalar tensor fetched with every run and shown.
+  The target: `last_step` (absolute) or `num_steps` more than the starting count; None for
+  unknown (no bar, no ETA).
+
+  `enabled`: None draws only when `stream` is a terminal, True always (forced), False never.
+  """
+
+  def __init__(self, counter=None, step=None, loss=None, last_step=None, num_steps=None,
+               advance=None, label='train', unit='steps', stream=None, enabled=None,
+               min_interval=0.1):
+    self._counter_arg = counter
+    self._step_arg = step
+    self._loss_arg = loss
+    self._advance_arg = advance
+    self._last_step = last_step
+    self._num_steps = num_steps
+    self._label = label
+    self._unit = unit
+    self._stream_arg = stream
+    self._enabled_arg = enabled
+    self._min_interval = min_interval
+    self._active = False
+
+  # -- SessionRunHook -------------------------------------------------------------------------
+  def begin(self):
+    self._stream = sys.stderr if self._stream_arg is None else self._stream_arg
+    self._active = bar_enabled(self._enabled_arg, self._stream)
+    if not self._active:
+      return
+    self._counter = _resolve(self._counter_arg)
+    self._step = _resolve(self._step_arg)
+    if self._step is None:
+      self._step = self._counter
+    self._advance = _resolve(self._advance_arg) if self._step is None else None
+    self._loss = _resolve(self._loss_arg)
+    self._start = 0
+    self._done = 0
+    self._total = self._last_step
+    self._loss_value = None
+    self._first = None  # (time, count) at the first run's end: rates exclude start-up
+    self._rate = None
+    self._last_draw = None
+    self._drawn = 0
+    # Log records of the `tensorflow` logger (INFO lines when enabled, warnings) would be
+    # appended to the bar's line: clear it first; the next update redraws it.
+    self._log_filter = _ClearLineFilter(self)
+    _log.addFilter(self._log_filter)
+
+  def after_create_session(self, session, coord):
+    del coord
+    if not self._active:
+      return
+    if self._counter is not None:
+      self._start = int(session.run(self._counter))
+    self._done = self._start
+    if self._num_steps is not None:
+      self._total = self._start + self._num_steps
+    self._created = time.time()
+
+  def before_run(self, run_context):
+    del run_context
+    if not self._active:
+      return None
+    fetches = {}
+    if self._step is not None:
+      fetches['step'] = self._step
+    elif self._advance is not None:
+      fetches['advance'] = self._advance
+    if self._loss is not None:
+      fetches['loss'] = self._loss
+    return _v1.train.SessionRunArgs(fetches)
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    if not self._active:
+      return
+    results = run_values.results or {}
+    if 'step' in results:
+      self._done = int(results['step'])
+    elif 'advance' in results:
+      self._done += int(sum(_flat(results['advance'])))
+    else:
+      self._done += 1
+    if 'loss' in results:
+      self._loss_value = float(results['loss'])
+    now = time.time()
+    if self._first is None:
+      self._first = (now, self._done)
+      elapsed = now - self._created
+      self._rate = (self._done - self._start) / elapsed if elapsed > 0 else None
+    elif now > self._first[0]:
+      self._rate = (self._done - self._first[1]) / (now - self._first[0])
+    if (self._last_draw is None or now - self._last_draw >= self._min_interval or
+        (self._total is not None and self._done >= self._total)):
+      self._draw(final=False)
+      self._last_draw = now
+
+  def end(self, session):
+    if not self._active:
+      return
+    if self._counter is not None:
+      try:
+        self._done = int(session.run(self._counter))
+      except Exception:  # pylint: disable=broad-except
+        pass
+    self._draw(final=True)
+    self._stream.write('\n')
+    self._stream.flush()
+    self._drawn = 0
+    self._active = False
+    _log.removeFilter(self._log_filter)
+
+  def clear_line(self):
+    """Blanks the bar's line (the cursor back at its start) if a bar is showing."""
+    if self._active and self._drawn:
+      self._stream.write('\r%s\r' % (' ' * self._drawn))
+      self._stream.flush()
+      self._drawn = 0
+
+  # -- drawing ----------------------------------------------------------------------------------
+  def _draw(self, final):
+    elapsed = time.time() - self._created
+    line = format_line(self._label, self._done, self._total, self._unit, rate=self._rate,
+                       loss=self._loss_value, elapsed=elapsed, final=final,
+                       width=_terminal_width(self._stream))
+    padding = ' ' * max(self._drawn - len(line), 0)
+    self._stream.write('\r' + line + padding)
+    self._stream.flush()
+    self._drawn = len(line)
+
+
+class _ClearLineFilter(logging.Filter):
+  """Clears the bar before a log record is written (it passes every record)."""
+
+  def __init__(self, hook):
+    super().__init__()
+    self._hook = hook
+
+  def filter(self, record):
+    self._hook.clear_line()
+    return True
+
+
+def _flat(value):
+  try:
+    return list(value.reshape(-1))
+  except AttributeError:
+    return [value]
+
+
+class ExamplesPerSecondHook(_v1.train.StepCounterHook):
+  """Writes `examples/sec` (global_step/sec * `batch_size`, the global batch) every
+  `every_n_steps` steps (or `every_n_secs`) to `output_dir`'s summary writer
+  (`FileWriterCache.get(output_dir)`) and logs it at INFO, as the original TPUEstimator did.
+
+  With `steps_per_sec=True` (default) it also writes and logs `global_step/sec`, so it
+  replaces the Estimator's `StepCounterHook`; with False it adds `examples/sec` only.
+  """
+
+  def __init__(self, batch_size, every_n_steps=100, every_n_secs=None, output_dir=None,
+               summary_writer=None, steps_per_sec=True):
+    if every_n_steps is None and every_n_secs is None:
+      every_n_steps = 100
+    super().__init__(every_n_steps=every_n_steps, every_n_secs=every_n_secs,
+                     output_dir=output_dir, summary_writer=summary_writer)
+    self._batch_size = batch_size
+    self._write_steps_per_sec = steps_per_sec
+
+  def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+    steps_per_sec = elapsed_steps / elapsed_time
+    examples_per_sec = steps_per_sec * self._batch_size
+    if self._summary_writer is not None:
+      summary = _v1.Summary()
+      if self._write_steps_per_sec:
+        summary.value.add(tag=self._summary_tag, simple_value=steps_per_sec)
+      summary.value.add(tag='examples/sec', simple_value=examples_per_sec)
+      self._summary_writer.add_summary(summary, global_step)
+    if self._write_steps_per_sec:
+      _log.info('%s: %g', self._summary_tag, steps_per_sec)
+    _log.info('examples/sec: %g', examples_per_sec)
