@@ -62,3 +62,12 @@ def check_positive_int(name, value, allow_none=False):
     raise type_error('`%s` must be an int.' % name, 'Pass a positive integer.', **{name: value})
   if value <= 0:
     raise value_error('`%s` must be positive.' % name, 'Pass an integer > 0.', **{name: value})
+
+
+def check_hooks(name, hooks):
+  """`hooks` as a tuple, each checked to be a `SessionRunHook`."""
+  hooks = tuple(hooks or ())
+  for hook in hooks:
+    if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
+      raise type_error('All hooks in `%s` must be SessionRunHook instances.' % name, hook=hook)
+  return hooks

@@ -27,14 +27,6 @@ _log = tf.get_logger()
 _EVAL_RETRIES = 5
 
 
-def _check_hooks(name, hooks):
-  hooks = list(hooks or ())
-  for hook in hooks:
-    if not isinstance(hook, _v1.train.SessionRunHook):
-      raise errors.type_error('All `%s` must be SessionRunHook instances.' % name, hook=hook)
-  return hooks
-
-
 def _check_steps(name, value):
   if value is None:
     return
@@ -134,7 +126,7 @@ class Estimator:
                                'Pass one of them.', steps=steps, max_steps=max_steps)
     _check_steps('steps', steps)
     _check_steps('max_steps', max_steps)
-    hooks = _check_hooks('hooks', hooks)
+    hooks = list(errors.check_hooks('hooks', hooks))
     listeners = list(saving_listeners or ())
     for listener in listeners:
       if not isinstance(listener, _v1.train.CheckpointSaverListener):
@@ -209,7 +201,7 @@ class Estimator:
     """Evaluates on `steps` batches (or the whole input) from a checkpoint; returns metrics,
     `loss` (mean over batches) and `global_step`."""
     _check_steps('steps', steps)
-    hooks = _check_hooks('hooks', hooks)
+    hooks = list(errors.check_hooks('hooks', hooks))
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
     for attempt in range(_EVAL_RETRIES):
@@ -255,7 +247,7 @@ class Estimator:
   def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
               yield_single_examples=True):
     """Yields predictions per example (or per batch) for every input, in order."""
-    hooks = _check_hooks('hooks', hooks)
+    hooks = list(errors.check_hooks('hooks', hooks))
     if predict_keys is not None and not isinstance(predict_keys, (list, tuple, str)):
       raise errors.type_error('`predict_keys` must be a list of strings.',
                               predict_keys=predict_keys)

@@ -43,7 +43,7 @@ def _check_from_graph(name, value):
           'tf.Graph. Create every tensor inside model_fn.' % (name, item))
 
 
-def _check_loss(loss, mode):
+def check_loss(loss, mode):
   if loss is None:
     if mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
       raise ValueError('Missing loss. Received: loss=None in mode=%r; a model_fn must return a '
@@ -87,7 +87,7 @@ def _check_predictions(predictions, mode):
   return predictions
 
 
-def _check_metric_ops(eval_metric_ops):
+def check_metric_ops(eval_metric_ops):
   if eval_metric_ops is None:
     return {}
   if not isinstance(eval_metric_ops, dict):
@@ -101,15 +101,6 @@ def _check_metric_ops(eval_metric_ops):
         'Values of `eval_metric_ops` must be (metric_value, update_op) tuples.',
         'Use e.g. tf.compat.v1.metrics.accuracy(labels, predictions).', key=key, value=value)
   return dict(eval_metric_ops)
-
-
-def _check_hooks(name, hooks):
-  hooks = tuple(hooks or ())
-  for hook in hooks:
-    if not isinstance(hook, _v1.train.SessionRunHook):
-      raise errors.type_error('All hooks in `%s` must be SessionRunHook instances.' % name,
-                              hook=hook)
-  return hooks
 
 
 def _check_export_outputs(export_outputs, predictions, mode):
@@ -138,10 +129,10 @@ class EstimatorSpec(
               export_outputs=None, training_chief_hooks=None, training_hooks=None,
               scaffold=None, evaluation_hooks=None, prediction_hooks=None):
     _check_mode(mode)
-    loss = _check_loss(loss, mode)
+    loss = check_loss(loss, mode)
     train_op = _check_train_op(train_op, mode)
     predictions = _check_predictions(predictions, mode)
-    eval_metric_ops = _check_metric_ops(eval_metric_ops)
+    eval_metric_ops = check_metric_ops(eval_metric_ops)
     export_outputs = _check_export_outputs(export_outputs, predictions, mode)
     if scaffold is not None and not isinstance(scaffold, _v1.train.Scaffold):
       raise errors.type_error('`scaffold` must be a tf.compat.v1.train.Scaffold.',
@@ -149,11 +140,11 @@ class EstimatorSpec(
     spec = super().__new__(
         cls, mode=mode, predictions=predictions, loss=loss, train_op=train_op,
         eval_metric_ops=eval_metric_ops, export_outputs=export_outputs,
-        training_chief_hooks=_check_hooks('training_chief_hooks', training_chief_hooks),
-        training_hooks=_check_hooks('training_hooks', training_hooks),
+        training_chief_hooks=errors.check_hooks('training_chief_hooks', training_chief_hooks),
+        training_hooks=errors.check_hooks('training_hooks', training_hooks),
         scaffold=scaffold or _v1.train.Scaffold(),
-        evaluation_hooks=_check_hooks('evaluation_hooks', evaluation_hooks),
-        prediction_hooks=_check_hooks('prediction_hooks', prediction_hooks))
+        evaluation_hooks=errors.check_hooks('evaluation_hooks', evaluation_hooks),
+        prediction_hooks=errors.check_hooks('prediction_hooks', prediction_hooks))
     for name in ('predictions', 'loss', 'train_op'):
       _check_from_graph(name, getattr(spec, name))
     for key, metric in spec.eval_metric_ops.items():
@@ -226,9 +217,9 @@ class TPUEstimatorSpec(
         cls, mode=mode, predictions=predictions, loss=loss, train_op=train_op,
         eval_metrics=eval_metrics, export_outputs=export_outputs, scaffold_fn=scaffold_fn,
         host_call=host_call,
-        training_hooks=_check_hooks('training_hooks', training_hooks),
-        evaluation_hooks=_check_hooks('evaluation_hooks', evaluation_hooks),
-        prediction_hooks=_check_hooks('prediction_hooks', prediction_hooks))
+        training_hooks=errors.check_hooks('training_hooks', training_hooks),
+        evaluation_hooks=errors.check_hooks('evaluation_hooks', evaluation_hooks),
+        prediction_hooks=errors.check_hooks('prediction_hooks', prediction_hooks))
 
   def _replace(self, **kwds):
     fields = self._asdict()

@@ -37,6 +37,15 @@ def _call(plan, model_fn, features, labels, mode):
                                     plan.config, allow_tpu_spec=plan.allow_tpu_spec)
 
 
+def _replica_spec(plan, model_fn, features, labels, mode, captured):
+  """`model_fn` on one replica, as a checked TPUEstimatorSpec; the first is kept in
+  `captured['spec']` for the host side (host functions, hooks, scaffold_fn)."""
+  spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, mode))
+  model_fn_lib.check_tpu_spec(spec, mode)
+  captured.setdefault('spec', spec)
+  return spec
+
+
 def scaffold_of(spec):
   """The Scaffold of either spec type; `scaffold_fn` is called here, on the host."""
   if isinstance(spec, specs.TPUEstimatorSpec):
@@ -84,7 +93,7 @@ def build_train(plan, model_fn, host_input, global_step):
   spec_hooks = list(spec.training_hooks)
   if isinstance(spec, specs.TPUEstimatorSpec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
-    loss = specs._check_loss(spec.loss, ModeKeys.TRAIN)  # pylint: disable=protected-access
+    loss = specs.check_loss(spec.loss, ModeKeys.TRAIN)
     if spec.host_call is not None and plan.config.is_chief:
       writer = _writer(plan)
       op = host_calls.host_call_op(spec.host_call, writer, global_step.read_value(),
@@ -102,10 +111,8 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   captured = {}
 
   def replica_step(features, labels):
-    spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, ModeKeys.TRAIN))
-    model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
-    captured.setdefault('spec', spec)
-    loss = specs._check_loss(spec.loss, ModeKeys.TRAIN)  # pylint: disable=protected-access
+    spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.TRAIN, captured)
+    loss = specs.check_loss(spec.loss, ModeKeys.TRAIN)
     with tf.control_dependencies([spec.train_op]):
       loss = tf.identity(loss)
     host_tensors = spec.host_call[1] if spec.host_call is not None else ()
@@ -153,8 +160,8 @@ def _metric_ops_one_device(spec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
     metrics = {}
     if spec.eval_metrics is not None:
-      metrics = specs._check_metric_ops(host_calls.call_host_fn(*spec.eval_metrics))  # pylint: disable=protected-access
-    loss = specs._check_loss(spec.loss, ModeKeys.EVAL)  # pylint: disable=protected-access
+      metrics = specs.check_metric_ops(host_calls.call_host_fn(*spec.eval_metrics))
+    loss = specs.check_loss(spec.loss, ModeKeys.EVAL)
     return metrics, loss
   return dict(spec.eval_metric_ops), spec.loss
 
@@ -187,10 +194,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
   captured = {}
 
   def replica_step(features, labels):
-    spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, ModeKeys.EVAL))
-    model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
-    captured.setdefault('spec', spec)
-    loss = specs._check_loss(spec.loss, ModeKeys.EVAL)  # pylint: disable=protected-access
+    spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.EVAL, captured)
+    loss = specs.check_loss(spec.loss, ModeKeys.EVAL)
     return loss, (spec.eval_metrics[1] if spec.eval_metrics is not None else ())
 
   def step():
@@ -208,7 +213,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   spec = captured['spec']
   metrics = {}
   if spec.eval_metrics is not None:
-    metrics = specs._check_metric_ops(host_calls.call_host_fn(spec.eval_metrics[0], tensors))  # pylint: disable=protected-access
+    metrics = specs.check_metric_ops(host_calls.call_host_fn(spec.eval_metrics[0], tensors))
   counted = tf.math.count_nonzero(rows > 0, dtype=tf.int64)
   loss_metric = _v1.metrics.mean(losses, weights=tf.cast(rows > 0, tf.float32))
   update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
@@ -233,10 +238,7 @@ def build_predict(plan, model_fn, host_input):
   captured = {}
 
   def replica_step(features, labels):
-    spec = model_fn_lib.tpu_spec_parts(
-        _call(plan, model_fn, features, labels, ModeKeys.PREDICT))
-    model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
-    captured.setdefault('spec', spec)
+    spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.PREDICT, captured)
     return spec.predictions
 
   def step():

@@ -21,15 +21,6 @@ _v1 = tf.compat.v1
 _log = tf.get_logger()
 
 
-def _check_hooks(name, hooks):
-  hooks = tuple(hooks or ())
-  for hook in hooks:
-    if not isinstance(hook, _v1.train.SessionRunHook):
-      raise errors.type_error('All hooks in `%s` must be SessionRunHook instances.' % name,
-                              hook=hook)
-  return hooks
-
-
 class TrainSpec(collections.namedtuple('TrainSpec', ['input_fn', 'max_steps', 'hooks',
                                                      'saving_listeners'])):
   """How `train_and_evaluate` trains: `input_fn`, up to `max_steps` (None: until the input
@@ -45,7 +36,7 @@ class TrainSpec(collections.namedtuple('TrainSpec', ['input_fn', 'max_steps', 'h
       if not isinstance(listener, _v1.train.CheckpointSaverListener):
         raise errors.type_error('`saving_listeners` must be CheckpointSaverListener instances.',
                                 listener=listener)
-    return super().__new__(cls, input_fn, max_steps, _check_hooks('hooks', hooks), listeners)
+    return super().__new__(cls, input_fn, max_steps, errors.check_hooks('hooks', hooks), listeners)
 
 
 class EvalSpec(collections.namedtuple('EvalSpec', [
@@ -66,8 +57,8 @@ class EvalSpec(collections.namedtuple('EvalSpec', [
                          ('throttle_secs', throttle_secs)):
       if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise errors.value_error('`%s` must be a number >= 0.' % field, **{field: value})
-    return super().__new__(cls, input_fn, steps, name, _check_hooks('hooks', hooks), exporters,
-                           start_delay_secs, throttle_secs)
+    return super().__new__(cls, input_fn, steps, name, errors.check_hooks('hooks', hooks),
+                           exporters, start_delay_secs, throttle_secs)
 
 
 def _check_exporters(exporters):
