@@ -14,6 +14,7 @@ from tpu_estimator import export as export_lib
 from tpu_estimator import hooks as hooks_lib
 from tpu_estimator import model_fn as model_fn_lib
 from tpu_estimator import preemption
+from tpu_estimator import progress
 from tpu_estimator import replication
 from tpu_estimator import sharding
 from tpu_estimator import steps as steps_lib
@@ -172,7 +173,12 @@ class Estimator:
     config = self._config
     step = built.extras['global_step']  # read after the step (or device loop) ran
     result = [hooks_lib.NanLossHook(built.fetches['loss'], step)]
-    if config.log_step_count_steps:
+    bar = config.is_chief and progress.bar_enabled(config.progress_bar)
+    if bar:
+      result.append(progress.ProgressBarHook(
+          counter=global_step, step=step, loss=built.fetches['loss'], last_step=max_steps,
+          num_steps=steps, label='train', unit='steps', enabled=True))
+    if config.log_step_count_steps and not bar:
       result.append(hooks_lib.StepLoggingHook(
           {'loss': built.fetches['loss'], 'step': step}, step, config.log_step_count_steps))
     if plan.loop:
@@ -185,8 +191,13 @@ class Estimator:
     if config.is_chief:
       result += built.chief_hooks
       if config.log_step_count_steps:
-        result.append(_v1.train.StepCounterHook(every_n_steps=config.log_step_count_steps,
-                                                output_dir=self._model_dir))
+        batch_size = self._layout.examples_per_step()
+        if batch_size:  # TPUEstimator: examples/sec next to global_step/sec, as the original
+          result.append(progress.ExamplesPerSecondHook(
+              batch_size, every_n_steps=config.log_step_count_steps, output_dir=self._model_dir))
+        else:
+          result.append(_v1.train.StepCounterHook(every_n_steps=config.log_step_count_steps,
+                                                  output_dir=self._model_dir))
       if config.save_summary_steps:
         result.append(_v1.train.SummarySaverHook(save_steps=config.save_summary_steps,
                                                  output_dir=self._model_dir,
@@ -230,7 +241,10 @@ class Estimator:
       values = dict(built.extras['values'])
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       final = _v1.train.FinalOpsHook(values)
-      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final]
+      bar = progress.ProgressBarHook(step=built.fetches['update'], num_steps=steps,
+                                     label='evaluate', unit='batches',
+                                     enabled=self._config.progress_bar)
+      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final, bar]
       _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
       with self._session(replicas, built.scaffold, all_hooks,
                          checkpoint_filename_with_path=checkpoint) as session:
@@ -270,7 +284,11 @@ class Estimator:
       fetches = dict(built.fetches, predictions=_select_keys(built.fetches['predictions'],
                                                              predict_keys))
       checkpoints.ensure_saver(self._config)
-      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks
+      rows = built.fetches.get('batch_rows')
+      bar = progress.ProgressBarHook(
+          advance=None if rows is None else tf.math.count_nonzero(rows), label='predict',
+          unit='batches', enabled=self._config.progress_bar)
+      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [bar]
       with self._session(replicas, built.scaffold, all_hooks,
                          checkpoint_filename_with_path=checkpoint) as session:
         while not session.should_stop():

@@ -20,9 +20,18 @@ import sys
 import time
 
 import numpy as np
-import tensorflow as tf
 
-_v1 = tf.compat.v1
+
+class _LazyTensorFlow:
+  """`tensorflow`, imported on first use: registering the subcommand (cli.py builds every
+  subcommand's parser) must not import TensorFlow."""
+
+  def __getattr__(self, name):
+    import tensorflow  # pylint: disable=import-outside-toplevel
+    return getattr(tensorflow, name)
+
+
+tf = _LazyTensorFlow()
 _CKPT_STEP = re.compile(r'-(\d+)$')
 _EVENTS = 'events.out.tfevents.*'
 _SAVED_MODEL_FILES = ('saved_model.pb', 'saved_model.pbtxt')
@@ -45,7 +54,7 @@ def inspect_model_dir(model_dir, exports=None):
         the epoch (the state file's timestamp, else the .index file's modification time)
     latest_checkpoint: path of the newest checkpoint
     variables: [{name, shape, dtype}] of the latest checkpoint, by name
-    num_parameters: total elements of those variables
+    num_values: total elements of those variables
     evaluations: {eval dir name: {step, time, metrics: {tag: float}, checkpoint_path}}
     exports: [{path, timestamp, time, meta_graphs: [{tags, signatures}] or None}]
     warnings: [str] (unreadable parts, skipped)
@@ -71,13 +80,16 @@ def inspect_model_dir(model_dir, exports=None):
         '*.index files). Train first, or pass the directory a model was trained in.'
         % model_dir)
   latest = existing[-1]['path']
+  named = tf.train.latest_checkpoint(model_dir)  # the state file's choice, when it exists
+  if named and named in [c['path'] for c in existing]:
+    latest = named
   variables = _variables(latest, warnings)
   return {
       'model_dir': model_dir,
       'checkpoints': checkpoints,
       'latest_checkpoint': latest,
       'variables': variables,
-      'num_parameters': int(sum(int(np.prod(v['shape'])) for v in variables)),
+      'num_values': int(sum(int(np.prod(v['shape'])) for v in variables)),
       'evaluations': _evaluations(model_dir, warnings),
       'exports': _exports(model_dir, exports or (), warnings),
       'warnings': warnings,
@@ -96,7 +108,7 @@ def _step_of(path):
   if match:
     return int(match.group(1))
   try:
-    return int(tf.train.load_variable(path, _v1.GraphKeys.GLOBAL_STEP))
+    return int(tf.train.load_variable(path, tf.compat.v1.GraphKeys.GLOBAL_STEP))
   except (tf.errors.OpError, ValueError):
     return None
 
@@ -124,7 +136,11 @@ def _checkpoints(model_dir, warnings):
       stamp = stamps[i] if len(stamps) == len(paths) else None
       entries.append({'path': path, 'exists': exists,
                       'time': stamp or (_mtime(path + '.index') if exists else None)})
-  else:
+    if entries and not any(e['exists'] for e in entries):
+      warnings.append('None of the checkpoints the `checkpoint` file names exist; listing the '
+                      '*.index files instead.')
+      state, entries = None, []
+  if state is None:
     for index in tf.io.gfile.glob(os.path.join(model_dir, '*.index')):
       path = index[:-len('.index')]
       entries.append({'path': path, 'exists': True, 'time': _mtime(index)})
@@ -188,7 +204,7 @@ def read_last_step_scalars(logdir, warnings=None):
   with _quiet_deprecations():
     for path in sorted(tf.io.gfile.glob(os.path.join(logdir, _EVENTS))):
       try:
-        for event in _v1.train.summary_iterator(path):
+        for event in tf.compat.v1.train.summary_iterator(path):
           if not event.HasField('summary'):
             continue
           values = {v.tag: _scalar(v) for v in event.summary.value}
@@ -344,9 +360,9 @@ def format_report(info):
   lines.append('')
 
   variables = info['variables']
-  lines.append('Variables in %s (%d, %s parameters):' % (
+  lines.append('Variables in %s (%d variables, %s values):' % (
       os.path.basename(info['latest_checkpoint']), len(variables),
-      '{:,}'.format(info['num_parameters'])))
+      '{:,}'.format(info['num_values'])))
   name_width = min(max([len(v['name']) for v in variables] + [4]), 60)
   for v in variables:
     lines.append('  %-*s  %-8s  [%s]' % (name_width, v['name'], v['dtype'] or '?',

@@ -49,6 +49,10 @@ class OneDevice:
     result = inputs.call_input_fn(input_fn, mode, copy.deepcopy(self.params), config)
     return inputs.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
 
+  def examples_per_step(self):
+    """The global training batch, when known (for `examples/sec`)."""
+    return None
+
   def export_targets(self):
     """(tags, params) of each MetaGraph `export_saved_model` writes."""
     return [([tf.saved_model.SERVING], copy.deepcopy(self.params))]
@@ -138,6 +142,9 @@ class Sharded(OneDevice):
     if input_mode == InputPipelineConfig.PER_HOST_V1:
       return size // replicas.num_workers, per_replica
     return per_replica, per_replica
+
+  def examples_per_step(self):
+    return self.batch_sizes.get(ModeKeys.TRAIN)
 
   def export_targets(self):
     """`[serve]` (params['use_tpu'] False) and `[serve, tpu]` (params['use_tpu'] True: the

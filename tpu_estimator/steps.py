@@ -9,6 +9,7 @@ on the host (padding rows dropped), and training runs inside a device loop.
 import collections
 
 import tensorflow as tf
+from tensorflow.python.training import training_util
 
 from tpu_estimator import device_loop
 from tpu_estimator import errors
@@ -138,7 +139,10 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     return loss
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  with plan.replicas.scope():
+  # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
+  # loop must not start before it was read.
+  step_read = _v1.get_collection(training_util.GLOBAL_STEP_READ_KEY)
+  with plan.replicas.scope(), tf.control_dependencies(step_read):
     steps_run, loss = device_loop.train_loop(host_input.next_replica_inputs, run_step,
                                              iterations)
   spec = captured['spec']
