@@ -1,6 +1,9 @@
 """Global step, name-based checkpoints (`tf.compat.v1.train.Saver`, V2 format) and the hooks
 that save them, so a model_dir stays readable by the original Estimator and the reverse."""
+import contextlib
 import os
+import shutil
+import tempfile
 
 import tensorflow as tf
 
@@ -88,14 +91,63 @@ def ensure_saver(config):
   _v1.add_to_collection(_v1.GraphKeys.SAVERS, saver)
 
 
+class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
+  """TensorFlow's hook, except that it never rewrites an existing checkpoint in place.
+
+  At session start the hook saves the state at the current step; when training resumes, that
+  checkpoint already exists, and rewriting it truncates its index first, so a kill at that
+  moment left the latest checkpoint unloadable.  The existing one is kept instead (and the
+  listeners still hear of it).
+  """
+
+  def _save(self, session, step):
+    prefix = '%s-%d' % (self._save_path, step)
+    if not tf.io.gfile.exists(prefix + '.index'):
+      return super()._save(session, step)
+    saver = self._get_saver()
+    if prefix not in saver.last_checkpoints:
+      saver.recover_last_checkpoints(saver.last_checkpoints + [prefix])
+    for listener in self._listeners:
+      listener.before_save(session, step)
+    stops = [listener.after_save(session, step) for listener in self._listeners]
+    return any(stops)
+
+
 def saver_hook(model_dir, config, scaffold, listeners):
   """Saves checkpoints every `save_checkpoints_steps`/`_secs` and at the end of training."""
   if config.save_checkpoints_steps is None and config.save_checkpoints_secs is None:
     return None
-  return _v1.train.CheckpointSaverHook(
+  return _CheckpointSaverHook(
       model_dir, save_secs=config.save_checkpoints_secs,
       save_steps=config.save_checkpoints_steps, scaffold=scaffold,
       listeners=list(listeners or ()), save_graph_def=config.checkpoint_save_graph_def)
+
+
+@contextlib.contextmanager
+def pinned(checkpoint_path):
+  """A private hard-linked (or copied) snapshot of a checkpoint's files, so a trainer deleting
+  it (small keep_checkpoint_max) cannot pull it away while it is being restored.  Raises
+  NotFoundError when the checkpoint is already gone."""
+  directory, name = os.path.split(checkpoint_path)
+  if '://' in checkpoint_path or not os.path.isdir(directory or '.'):
+    yield checkpoint_path  # a remote file system: restore in place
+    return
+  files = [f for f in os.listdir(directory or '.') if f.startswith(name + '.')]
+  if not any(f == name + '.index' for f in files):
+    raise tf.errors.NotFoundError(None, None, 'Checkpoint %s is gone.' % checkpoint_path)
+  temp = tempfile.mkdtemp(prefix='.pinned-', dir=directory or '.')
+  try:
+    for f in files:
+      source, target = os.path.join(directory, f), os.path.join(temp, f)
+      try:
+        os.link(source, target)
+      except FileNotFoundError:
+        raise tf.errors.NotFoundError(None, None, 'Checkpoint %s is gone.' % checkpoint_path)
+      except OSError:
+        shutil.copyfile(source, target)
+    yield os.path.join(temp, name)
+  finally:
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def variable_names(model_dir):

@@ -218,10 +218,11 @@ class Estimator:
     for attempt in range(_EVAL_RETRIES):
       checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
       try:
-        return self._evaluate_checkpoint(input_fn, steps, hooks, checkpoint, name)
-      except (tf.errors.NotFoundError, tf.errors.DataLossError):
-        # A trainer with a small keep_checkpoint_max may delete the checkpoint we chose before
-        # we restore it: evaluate the new latest one instead.
+        # Restored from a pinned snapshot: a trainer with a small keep_checkpoint_max may delete
+        # the checkpoint meanwhile.  If it was already gone, evaluate the new latest one.
+        with checkpoints.pinned(checkpoint) as pinned:
+          return self._evaluate_checkpoint(input_fn, steps, hooks, pinned, name, checkpoint)
+      except tf.errors.NotFoundError:
         if checkpoint_path or attempt == _EVAL_RETRIES - 1 or \
             tf.io.gfile.exists(checkpoint + '.index'):
           raise
@@ -229,7 +230,7 @@ class Estimator:
                      checkpoint)
     raise AssertionError('unreachable')
 
-  def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, name):
+  def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, name, reported_path):
     with self._graph().as_default() as graph:
       replicas = self._layout.replicas(ModeKeys.EVAL)
       with replicas.scope():
@@ -245,14 +246,14 @@ class Estimator:
                                      label='evaluate', unit='batches',
                                      enabled=self._config.progress_bar)
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final, bar]
-      _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
+      _log.info('Starting evaluation, restoring parameters from %s', reported_path)
       with self._session(replicas, built.scaffold, all_hooks,
                          checkpoint_filename_with_path=checkpoint) as session:
         while not session.should_stop():
           session.run(built.fetches['update'])
       results = final.final_ops_values
       eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
-      _write_eval_summary(eval_dir, results, checkpoint)
+      _write_eval_summary(eval_dir, results, reported_path)
     _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],
               ', '.join('%s = %s' % kv for kv in sorted(results.items())))
     return results

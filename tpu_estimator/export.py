@@ -157,6 +157,7 @@ def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra
   if assets_extra is not None and not isinstance(assets_extra, dict):
     raise errors.type_error('`assets_extra` must be a dict {destination: source path}.',
                             assets_extra=assets_extra)
+  base_existed = tf.io.gfile.exists(export_dir_base)
   export_dir = _export_utils.get_timestamped_export_dir(export_dir_base)
   temp_dir = _export_utils.get_temp_export_dir(export_dir)
   try:
@@ -186,5 +187,8 @@ def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra
   except BaseException:
     if tf.io.gfile.exists(temp_dir):
       shutil.rmtree(os.fsdecode(temp_dir), ignore_errors=True)
+    if not base_existed and tf.io.gfile.isdir(export_dir_base) and \
+        not tf.io.gfile.listdir(export_dir_base):
+      tf.io.gfile.rmtree(export_dir_base)  # leave no trace of a failed first export
     raise
   return export_dir

@@ -9,6 +9,7 @@ import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
 from tpu_estimator import errors
+from tpu_estimator import specs
 
 _v1 = tf.compat.v1
 
@@ -18,6 +19,17 @@ def call_host_fn(fn, tensors):
   if isinstance(tensors, dict):
     return fn(**tensors)
   return fn(*tensors)
+
+
+def call_metric_fn(metric_fn, tensors):
+  """`metric_fn` over the host tensors; checks it returned {name: (value, update_op)}."""
+  result = call_host_fn(metric_fn, tensors)
+  if not isinstance(result, dict):
+    raise errors.type_error(
+        'The metric_fn of `eval_metrics` must return a dict {name: (value, update_op)}.',
+        'Return e.g. {"accuracy": tf.compat.v1.metrics.accuracy(labels, predictions)}.',
+        metric_fn_returned=result)
+  return specs.check_metric_ops(result)
 
 
 def check_batch_major(name, tensors):

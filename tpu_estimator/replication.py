@@ -70,7 +70,9 @@ class Replicas:
       return [fn(*per_replica_args[0])]
     values = distribute_utils.regroup([tuple(args) for args in per_replica_args])
     with self.strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
-      out = self.strategy.extended.call_for_each_replica(lambda args: fn(*args), args=(values,))
+      # Not through autograph: model_fn runs as written, and its errors keep their messages.
+      out = self.strategy.extended.call_for_each_replica(
+          tf.autograph.experimental.do_not_convert(lambda args: fn(*args)), args=(values,))
     return [distribute_utils.select_replica(i, out) for i in range(self.local_replicas)]
 
   def primary(self, variable):

@@ -170,6 +170,10 @@ class Sharded(OneDevice):
     return params
 
   def host_input(self, input_fn, mode, config, replicas):
+    if callable(input_fn) and 'params' not in inputs.fn_args(input_fn):
+      raise errors.value_error(
+          'TPUEstimator needs input_fn to take `params` (it passes params["batch_size"]).',
+          'Define input_fn(params).', input_fn_args=list(inputs.fn_args(input_fn)))
     input_batch, _ = self._batches(mode, replicas)
     sharded = self.sharded(mode)
     input_mode = self._input_mode() if sharded else InputPipelineConfig.PER_HOST_V1

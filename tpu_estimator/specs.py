@@ -231,7 +231,7 @@ class TPUEstimatorSpec(
     from tpu_estimator import host_calls  # host_calls depends on specs, not the reverse.
     eval_metric_ops = None
     if self.eval_metrics is not None:
-      eval_metric_ops = host_calls.call_host_fn(*self.eval_metrics)
+      eval_metric_ops = host_calls.call_metric_fn(*self.eval_metrics)
     scaffold = self.scaffold_fn() if self.scaffold_fn else None
     host_hooks = []
     if self.host_call is not None:

@@ -104,8 +104,10 @@ def build_train(plan, model_fn, host_input, global_step):
   else:
     loss, train_op, chief_hooks = spec.loss, spec.train_op, list(spec.training_chief_hooks)
   scaffold = scaffold_of(spec)
+  with tf.control_dependencies([train_op]):  # the step this run ended at
+    step_after = tf.identity(global_step.read_value())
   return Built({'loss': loss, 'train_op': train_op}, [], scaffold, spec_hooks, chief_hooks,
-               {'global_step': global_step})
+               {'global_step': step_after})
 
 
 def _build_train_loop(plan, model_fn, host_input, global_step):
@@ -164,7 +166,7 @@ def _metric_ops_one_device(spec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
     metrics = {}
     if spec.eval_metrics is not None:
-      metrics = specs.check_metric_ops(host_calls.call_host_fn(*spec.eval_metrics))
+      metrics = host_calls.call_metric_fn(*spec.eval_metrics)
     loss = specs.check_loss(spec.loss, ModeKeys.EVAL)
     return metrics, loss
   return dict(spec.eval_metric_ops), spec.loss
@@ -217,7 +219,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   spec = captured['spec']
   metrics = {}
   if spec.eval_metrics is not None:
-    metrics = specs.check_metric_ops(host_calls.call_host_fn(spec.eval_metrics[0], tensors))
+    metrics = host_calls.call_metric_fn(spec.eval_metrics[0], tensors)
   counted = tf.math.count_nonzero(rows > 0, dtype=tf.int64)
   loss_metric = _v1.metrics.mean(losses, weights=tf.cast(rows > 0, tf.float32))
   update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
