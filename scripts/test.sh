@@ -7,5 +7,9 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# tf_keras (legacy tf.compat.v1.layers, tested by tests/test_compat.py) declares a dependency on
+# the full `tensorflow` wheel; tensorflow-cpu provides the same module, so skip that download.
+tf_version=$(.venv/bin/python -c "from importlib.metadata import version; print('.'.join(version('tensorflow-cpu').split('.')[:2]))")
+.venv/bin/python -m pip install -q --no-deps "tf_keras~=${tf_version}.0"
 export TF_CPP_MIN_LOG_LEVEL=2
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

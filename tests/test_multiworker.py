@@ -80,3 +80,40 @@ def test_dead_worker_stops_the_chief_and_a_restart_resumes(tmp_path):
   for task in _results(str(out)).values():
     assert task['start_step'] == saved
     assert task['global_step'] == saved + 10
+
+
+_TASK_SCRIPT = '''
+import json, os, sys, time
+task = json.loads(os.environ['TF_CONFIG'])['task']
+with open(os.path.join(sys.argv[1], '%s%d' % (task['type'], task['index'])), 'w') as f:
+  json.dump(json.loads(os.environ['TF_CONFIG']), f)
+if sys.argv[2] == 'fail' and task['type'] == 'worker':
+  sys.exit(3)
+if sys.argv[2] == 'fail':
+  time.sleep(600)  # the chief would wait forever: the launcher must stop it
+'''
+
+
+def test_launch_command_gives_each_task_a_loopback_tf_config(tmp_path):
+  script = tmp_path / 'task.py'
+  script.write_text(_TASK_SCRIPT)
+  result = subprocess.run([sys.executable, '-m', 'tpu_estimator', 'launch', '--workers', '3',
+                           str(script), str(tmp_path), 'ok'], env=_env(), timeout=120)
+  assert result.returncode == 0
+  configs = {name: json.load(open(tmp_path / name)) for name in ('chief0', 'worker0', 'worker1')}
+  cluster = configs['chief0']['cluster']
+  assert all(c['cluster'] == cluster for c in configs.values())
+  addresses = cluster['chief'] + cluster['worker']
+  assert len(set(addresses)) == 3 and all(a.startswith('127.0.0.1:') for a in addresses)
+
+
+def test_launch_stops_the_other_tasks_when_one_fails(tmp_path):
+  script = tmp_path / 'task.py'
+  script.write_text(_TASK_SCRIPT)
+  started = time.time()
+  result = subprocess.run([sys.executable, '-m', 'tpu_estimator', 'launch', '--workers', '2',
+                           str(script), str(tmp_path), 'fail'], env=_env(), timeout=120,
+                          capture_output=True, text=True)
+  assert result.returncode == 3
+  assert time.time() - started < 60
+  assert 'task exit codes' in result.stderr

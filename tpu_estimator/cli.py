@@ -3,6 +3,8 @@
     tpu-estimator demo [--steps N] [--shards N] [--model-dir DIR] [--iterations-per-loop N]
     tpu-estimator run [--tf1] SCRIPT [ARGS...]
     tpu-estimator run [--tf1] -m MODULE [ARGS...]
+    tpu-estimator inspect MODEL_DIR [--exports DIR ...] [--json]
+    tpu-estimator launch --workers N SCRIPT [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
 `_SUBCOMMANDS`.  This module imports the library (and so TensorFlow) only inside functions,
@@ -152,8 +154,44 @@ def _run_program(args):
 
 
 # ---------------------------------------------------------------------------------------------
+# inspect
 
-_SUBCOMMANDS = (_add_demo, _add_run)
+def _add_inspect(subparsers):
+  from tpu_estimator import inspection  # pylint: disable=import-outside-toplevel
+  inspection.add_parser(subparsers)
+
+
+# ---------------------------------------------------------------------------------------------
+# launch
+
+def _add_launch(subparsers):
+  parser = subparsers.add_parser(
+      'launch', help='run a program as N local TF_CONFIG tasks (a test/dev tool)',
+      description='Starts --workers copies of a Python program on this machine, each with a '
+      'TF_CONFIG naming a loopback port per task (task 0 is the chief, the others workers), so '
+      'TPUEstimator(use_tpu=True) trains across them. When one task fails the others are '
+      'stopped. For testing and development: this is not a cluster manager.')
+  parser.add_argument('--workers', type=_positive_int, required=True,
+                      help='number of tasks (chief + workers)')
+  parser.add_argument('--timeout', type=float, default=None,
+                      help='seconds before every task still running is stopped')
+  parser.add_argument('script', help='the Python program')
+  parser.add_argument('args', nargs=argparse.REMAINDER, help="the program's arguments")
+  parser.set_defaults(handler=_run_launch)
+
+
+def _run_launch(args):
+  from tpu_estimator import launcher  # pylint: disable=import-outside-toplevel
+  codes = launcher.launch([args.script] + list(args.args), args.workers, timeout=args.timeout)
+  print('task exit codes (chief first): %s' % codes, file=sys.stderr)
+  # The failing task's own exit code (the others were stopped by a signal), else 1 on failure.
+  failures = [c for c in codes if c > 0]
+  return failures[0] if failures else (1 if any(codes) else 0)
+
+
+# ---------------------------------------------------------------------------------------------
+
+_SUBCOMMANDS = (_add_demo, _add_run, _add_inspect, _add_launch)
 
 
 def build_parser():

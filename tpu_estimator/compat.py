@@ -12,7 +12,9 @@ that never calls `install()` sees TensorFlow exactly as shipped.
 and registers in `sys.modules` the import paths legacy code used: `tensorflow.estimator[.*]`,
 `tensorflow.compat.v1.estimator[.*]`, `tensorflow.compat.v2.estimator[.*]`,
 `tensorflow_estimator`, `tensorflow_estimator.estimator[.*]` and the common
-`tensorflow_estimator.python.estimator.*` modules (see `_LEGACY_MODULES`).
+`tensorflow_estimator.python.estimator.*` modules (see `_legacy_modules`), plus
+`tensorflow.compat[.v1|.v2]` (the patched objects: a later `import tensorflow.compat.v1 as tf`
+would otherwise load fresh, unpatched copies).
 `install(tf1=True)` also turns v2 behaviour off and makes `import tensorflow` give the TF1 API
 with `tf.contrib.tpu` and `tf.contrib.cluster_resolver`.
 
@@ -129,7 +131,8 @@ def _missing_message(qualname, name):
       " See README.md, 'Running legacy programs'.")
 
 
-def _contrib_message(name):
+def _contrib_message(qualname, name):
+  del qualname  # always tf.contrib
   replacement = _CONTRIB_REPLACEMENTS.get(name)
   text = 'tf.contrib.%s is not available: tf.contrib was removed in TensorFlow 2' % name
   if replacement:
@@ -140,7 +143,8 @@ def _contrib_message(name):
 
 class _Namespace(types.ModuleType):
   """A module object standing for a legacy API namespace.  A name it does not hold is looked
-  up in `fallback` (a module or None), else raises an AttributeError saying it is missing."""
+  up in `fallback` (a module or None), else raises an AttributeError with
+  `missing(qualname, name)`."""
 
   def __init__(self, name, qualname, values, fallback=None, missing=_missing_message):
     super().__init__(name, 'tpu_estimator stand-in for `%s`.' % qualname)
@@ -156,9 +160,8 @@ class _Namespace(types.ModuleType):
     fallback = self.__dict__['_legacy_fallback']
     if fallback is not None and hasattr(fallback, name):
       return getattr(fallback, name)
-    if self.__dict__['_legacy_missing'] is _missing_message:
-      raise AttributeError(_missing_message(self.__dict__['_legacy_qualname'], name))
-    raise AttributeError(self.__dict__['_legacy_missing'](name))
+    raise AttributeError(self.__dict__['_legacy_missing'](self.__dict__['_legacy_qualname'],
+                                                          name))
 
   def __dir__(self):
     return sorted(k for k in self.__dict__ if not k.startswith('_'))
@@ -421,7 +424,7 @@ def _install_tf1(v1_modules):
     sys.modules['tensorflow.contrib.tpu'] = contrib_tpu
     sys.modules['tensorflow.contrib.cluster_resolver'] = resolver
   _State.finder.prefixes['tensorflow.contrib.'] = lambda fullname: _contrib_message(
-      fullname.split('.')[2])
+      'tf.contrib', fullname.split('.')[2])
   for module in v1_modules:
     _set(module, 'contrib', contrib)
   if not isinstance(sys.modules.get('tensorflow'), _TF1Module):

@@ -116,7 +116,7 @@ class HostInput:
     if all(isinstance(r, tf.data.Dataset) for r in results):
       for dataset in results:
         if self._must_split_evenly():
-          dataset = dataset.filter(self._is_full)
+          dataset = self._full_batches_only(dataset)
         self._iterators.append(_v1.data.make_initializable_iterator(dataset))
     elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
       self._tensors = results[0]
@@ -128,6 +128,33 @@ class HostInput:
     """Training splits each host batch over the replicas: a short batch cannot be used."""
     return (self._rows is not None and not self._uneven and self._n > 1 and
             self._mode == InputPipelineConfig.PER_HOST_V1)
+
+  def _full_batches_only(self, dataset):
+    """The dataset up to its first short batch (which ends the input); a first batch of the
+    wrong size is an error, not an empty training run."""
+    rows, shards = self._rows, self._n
+
+    def check_first(index, element):
+      features, _ = split_features_labels(element)
+      size = _batch_size_of(features, _axes_for(features, self._axis(0)))
+      check = tf.debugging.Assert(
+          tf.logical_or(index > 0, tf.equal(size, rows)),
+          ['The first training batch has', size, 'rows, but each host batch must have',
+           rows, 'rows (params["batch_size"]) to be split over', shards, 'shards. Batch '
+           'the dataset with params["batch_size"] (and drop_remainder=True).'], summarize=3)
+      with tf.control_dependencies([check]):
+        return tf.nest.map_structure(tf.identity, element)
+
+    features, _ = split_features_labels(dataset.element_spec)
+    for spec, axis in zip(tf.nest.flatten(features), _axes_for(features, self._axis(0))):
+      known = spec.shape.rank is not None and spec.shape[axis] is not None
+      if known and spec.shape[axis] != rows:
+        raise errors.value_error(
+            'input_fn batches must have params["batch_size"] rows to be split over the shards.',
+            'Batch the dataset with params["batch_size"].', batch_rows=spec.shape[axis],
+            params_batch_size=rows, num_shards=shards)
+      break
+    return dataset.enumerate().map(check_first).take_while(self._is_full)
 
   def _is_full(self, *element):
     features, _ = split_features_labels(element if len(element) > 1 else element[0])
@@ -163,10 +190,21 @@ class HostInput:
     """
     if self._tensors is not None:
       return self._distribute([split_features_labels(self._tensors)])
-    elements = []
+    elements = self._read_in_order(lambda iterator: iterator.get_next())
+    return self._distribute([split_features_labels(e) for e in elements])
+
+  def _read_in_order(self, read):
+    """`read(iterator)` for every element of one step, each after the previous one: nothing
+    orders a graph's reads otherwise (inside the device loop neither), and the replicas of
+    PER_HOST_V2, reading one iterator, could swap elements (predictions out of order)."""
+    results, previous = [], []
     for iterator, count in self._elements_per_step():
-      elements.extend(split_features_labels(iterator.get_next()) for _ in range(count))
-    return self._distribute(elements)
+      for _ in range(count):
+        with tf.control_dependencies(previous):
+          result = read(iterator)
+        previous = tf.nest.flatten(result, expand_composites=True)[:1]
+        results.append(result)
+    return results
 
   def next_replica_inputs_or_empty(self):
     """For evaluation and prediction: returns (has_value, `[(features, labels, rows)]`).
@@ -177,9 +215,7 @@ class HostInput:
     """
     if self._tensors is not None:
       return tf.constant(True), self._distribute([split_features_labels(self._tensors)])
-    optionals = []
-    for iterator, count in self._elements_per_step():
-      optionals.extend(iterator.get_next_as_optional() for _ in range(count))
+    optionals = self._read_in_order(lambda iterator: iterator.get_next_as_optional())
     present = [o.has_value() for o in optionals]
     values = [self._value_or_empty(o, here) for o, here in zip(optionals, present)]
     return tf.reduce_any(tf.stack(present)), self._distribute(values)

@@ -230,6 +230,8 @@ class _Evaluator:
     is_the_final_export = training_ended or (
         self._max_steps is not None and result['global_step'] >= self._max_steps)
     self.last_checkpoint, self.last_result = checkpoint, result
+    # As the original: the export results of the latest evaluation, one per exporter.
+    self.export_results = []
     for exporter in self._spec.exporters:
       path = os.path.join(self._estimator.model_dir, 'export', exporter.name)
       self.export_results.append(
@@ -264,7 +266,9 @@ class _EvaluateAfterSave(_v1.train.CheckpointSaverListener):
 
 
 def train_and_evaluate(estimator, train_spec, eval_spec):
-  """Trains and evaluates; locally returns `(eval_result, export_results)`."""
+  """Trains and evaluates; locally returns `(eval_result, export_results)`: the final
+  evaluation's metrics and its exporters' results (one per exporter, None where one did not
+  export)."""
   if not hasattr(estimator, 'train') or not hasattr(estimator, 'evaluate'):
     raise errors.type_error('`estimator` must be an Estimator.', estimator=estimator)
   if not isinstance(train_spec, TrainSpec):
