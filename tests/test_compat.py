@@ -338,6 +338,11 @@ def test_user_hooks_with_session_run_args(runs):
   assert _action(sharded, 'evaluate')['hooks']['evaluate']['runs'] == 2  # 5 batches, 4 a run
 
 
+def _steps_one_late_at_most(steps):
+  """One summary per step, each at its step or (a read racing with the update) one later."""
+  return len(steps) == N_STEPS and all(s in (e, e + 1) for s, e in zip(steps, range(N_STEPS)))
+
+
 def _host_summaries(report, tag):
   return [s for s in report['summaries'] if s[0] == '.' and s[1] == tag]
 
@@ -350,13 +355,13 @@ def test_host_call_tf2_summaries(runs, which):
   orig, ours = _result(runs, 'orig_single', which)
   for tag in ('host/loss', 'host/learning_rate'):
     expected, got = _host_summaries(orig, tag), _host_summaries(ours, tag)
-    assert [s[2] for s in expected] == list(range(N_STEPS))
+    assert _steps_one_late_at_most([s[2] for s in expected])  # the original races too
     assert_close([s[3] for s in expected], [s[3] for s in got], which + ' ' + tag)
     steps = [s[2] for s in got]
     if which == 'ours_sharded':
       assert steps == list(range(N_STEPS))
     else:
-      assert all(s in (e, e + 1) for s, e in zip(steps, range(N_STEPS))), steps
+      assert _steps_one_late_at_most(steps), steps
   eval_orig = sorted(s for s in orig['summaries'] if s[0] == 'eval')
   eval_ours = sorted(s for s in ours['summaries'] if s[0] == 'eval')
   assert_close(eval_orig, eval_ours, which + ' eval summaries')
@@ -459,8 +464,10 @@ def test_tf1_contrib_program_matches_the_original(runs):
   assert_close(_action(orig, 'predict')['predictions'], ours['predictions'], 'tf1 predictions')
   assert_close(_action(orig, 'export')['loaded']['outputs'], ours['export_outputs'],
                'tf1 export')
-  assert_close([s[2:] for s in _host_summaries(orig, 'host/loss')], ours['host_losses'],
-               'tf1 host_call summaries')
+  # values in step order; the original's one-device steps may be one late (a racing read)
+  assert_close([s[3] for s in _host_summaries(orig, 'host/loss')],
+               [s[1] for s in ours['host_losses']], 'tf1 host_call summaries')
+  assert [s[0] for s in ours['host_losses']] == list(range(N_STEPS))  # sharded: exact
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,7 +517,10 @@ def test_run_tf1_module_gives_the_tf1_api_and_fails_on_uncaught_exceptions(runs)
 
 def test_run_argument_errors_in_process(tmp_path, capsys, monkeypatch):
   from tpu_estimator import cli  # pylint: disable=import-outside-toplevel
-  monkeypatch.delenv('TF_USE_LEGACY_KERAS', raising=False)
+  # Recorded as set, so monkeypatch removes what cli.main sets: later tests (and the
+  # processes they start) must not inherit TF_USE_LEGACY_KERAS.
+  monkeypatch.setenv('TF_USE_LEGACY_KERAS', 'placeholder')
+  monkeypatch.delenv('TF_USE_LEGACY_KERAS')
   assert cli.main(['run', str(tmp_path / 'missing.py')]) == 2
   assert "can't open file" in capsys.readouterr().err
   assert cli.main(['run']) == 2

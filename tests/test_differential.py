@@ -41,6 +41,7 @@ def _env(impl):
   env['TF_CPP_MIN_LOG_LEVEL'] = '2'
   env.pop('TF_CONFIG', None)
   env.pop('PYTHONPATH', None)
+  env.pop('TF_USE_LEGACY_KERAS', None)  # the programs use Keras as the installed TF gives it
   if impl == 'ours':
     env['PYTHONPATH'] = REPO
   return env

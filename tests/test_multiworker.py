@@ -22,6 +22,15 @@ def _results(out_dir):
           for name in os.listdir(out_dir)}
 
 
+def _latest_step(model_dir):
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  latest = tf.train.latest_checkpoint(str(model_dir))
+  try:
+    return int(tf.train.load_variable(latest, 'global_step')) if latest else -1
+  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError):
+    return -1  # rotated away between reading the state file and the checkpoint
+
+
 def test_two_workers_train_like_one_process_with_the_same_shards(tmp_path):
   cluster_out, single_out = tmp_path / 'cluster_out', tmp_path / 'single_out'
   cluster_out.mkdir()
@@ -57,7 +66,7 @@ def test_dead_worker_stops_the_chief_and_a_restart_resumes(tmp_path):
                for c in configs]
   try:
     deadline = time.time() + 180
-    while not os.path.exists(model_dir / 'model.ckpt-10.index'):
+    while _latest_step(model_dir) < 10:  # (old checkpoints are rotated away quickly)
       assert time.time() < deadline, 'training did not reach step 10'
       assert all(p.poll() is None for p in processes)
       time.sleep(0.2)
@@ -71,8 +80,7 @@ def test_dead_worker_stops_the_chief_and_a_restart_resumes(tmp_path):
       if p.poll() is None:
         p.kill()
       p.wait()
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  saved = int(tf.train.load_variable(tf.train.latest_checkpoint(str(model_dir)), 'global_step'))
+  saved = _latest_step(model_dir)
   assert saved >= 10
   codes = launcher.launch([PROGRAM, str(model_dir), str(saved + 10), str(out)], 2, env=_env(),
                           timeout=240)

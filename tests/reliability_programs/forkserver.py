@@ -346,7 +346,10 @@ class Child:
     with self.server.cond:
       if self.pid in self.server.exits:
         return False
-      os.kill(self.pid, signum)  # not reaped yet (the server reports reaping), so still ours
+      try:
+        os.kill(self.pid, signum)  # not reported reaped yet, so still ours
+      except ProcessLookupError:
+        return False  # reaped a moment ago; the server's report is on its way
       return True
 
   def kill(self):
