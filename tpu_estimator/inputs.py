@@ -26,20 +26,18 @@ def fn_args(fn):
                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
+def accepted_kwargs(fn, **available):
+  """The entries of `available` whose names `fn` takes as arguments."""
+  args = fn_args(fn)
+  return {name: value for name, value in available.items() if name in args}
+
+
 def call_input_fn(input_fn, mode, params, config, input_context=None):
   """Calls `input_fn` with the subset of (mode, params, config, input_context) it accepts."""
   if not callable(input_fn):
     raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
-  args = fn_args(input_fn)
-  kwargs = {}
-  if 'mode' in args:
-    kwargs['mode'] = mode
-  if 'params' in args:
-    kwargs['params'] = params
-  if 'config' in args:
-    kwargs['config'] = config
-  if 'input_context' in args:
-    kwargs['input_context'] = input_context
+  kwargs = accepted_kwargs(input_fn, mode=mode, params=params, config=config,
+                           input_context=input_context)
   with tf.device('/cpu:0'):
     return input_fn(**kwargs)
 

@@ -3,6 +3,7 @@ import tensorflow as tf
 
 from tpu_estimator import errors
 from tpu_estimator import specs
+from tpu_estimator.inputs import accepted_kwargs
 from tpu_estimator.inputs import fn_args
 
 _ALLOWED_ARGS = frozenset(['features', 'labels', 'mode', 'params', 'config'])
@@ -38,18 +39,10 @@ def verify_model_fn(model_fn, params, require_params=False):
 def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_spec=False):
   """Calls `model_fn` with the arguments it accepts and checks what it returns."""
   args = fn_args(model_fn)
-  kwargs = {}
-  if 'labels' in args:
-    kwargs['labels'] = labels
-  elif labels is not None:
+  if 'labels' not in args and labels is not None:
     raise errors.value_error('model_fn does not take `labels`, but input_fn returns labels.',
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
-  if 'mode' in args:
-    kwargs['mode'] = mode
-  if 'params' in args:
-    kwargs['params'] = params
-  if 'config' in args:
-    kwargs['config'] = config
+  kwargs = accepted_kwargs(model_fn, labels=labels, mode=mode, params=params, config=config)
   spec = model_fn(features=features, **kwargs)
   allowed = (specs.EstimatorSpec, specs.TPUEstimatorSpec) if allow_tpu_spec else \
       (specs.EstimatorSpec,)
