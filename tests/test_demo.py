@@ -86,3 +86,10 @@ def test_cli_parses_demo_flags():
   assert (defaults.steps, defaults.shards, defaults.model_dir,
           defaults.iterations_per_loop) == (demo.DEFAULT_STEPS, 2, None,
                                             demo.DEFAULT_ITERATIONS_PER_LOOP)
+
+
+def test_demo_export_reloads_and_classifies_like_predict(tmp_path):
+  result = demo.run(steps=150, shards=2, model_dir=str(tmp_path / 'model'), out=lambda _: None)
+  assert os.path.isfile(os.path.join(result['export_dir'], 'saved_model.pb'))
+  assert len(result['served_classes']) == demo.EXPORT_EXAMPLES
+  assert result['served_classes'] == result['predicted_classes']  # serving == predict

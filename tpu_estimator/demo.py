@@ -139,6 +139,9 @@ def model_fn(features, labels, mode, params):
 # ---------------------------------------------------------------------------------------------
 # The demo
 
+EXPORT_EXAMPLES = 8
+
+
 def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
         iterations_per_loop=DEFAULT_ITERATIONS_PER_LOOP, seed=0, out=print):
   """Trains `steps` steps, evaluates and predicts on the test split; reports through `out`
@@ -171,7 +174,18 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
   predicted = np.array([p['classes'] for p in predictions])
   agreement = float(np.mean(predicted == y_test)) if len(predicted) == len(y_test) else None
 
+  # Export for serving, reload the SavedModel as a TF2 program would, classify a few digits.
+  export_dir = estimator.export_saved_model(
+      os.path.join(model_dir, 'export'),
+      te.export.build_raw_serving_input_receiver_fn(
+          {'image': tf.zeros([1] + list(x_test.shape[1:]), tf.float32)})).decode()
+  served = tf.saved_model.load(export_dir, tags=['serve']).signatures['serving_default']
+  served_classes = served(image=tf.constant(x_test[:EXPORT_EXAMPLES]))['classes'].numpy()
+
   result = {
+      'export_dir': export_dir,
+      'served_classes': served_classes.tolist(),
+      'predicted_classes': predicted[:EXPORT_EXAMPLES].tolist(),
       'accuracy': float(metrics['accuracy']),
       'loss': float(metrics['loss']),
       'global_step': int(metrics['global_step']),
@@ -188,6 +202,9 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
       (steps_run, train_seconds, result['steps_per_sec']))
   out('Predicted %d test images (accuracy of the predicted classes: %s).' %
       (len(predictions), 'n/a' if agreement is None else '%.4f' % agreement))
+  out('Exported to %s; reloaded, it classifies the first %d test digits as %s (true: %s).' %
+      (export_dir, EXPORT_EXAMPLES, ' '.join(map(str, served_classes)),
+       ' '.join(map(str, y_test[:EXPORT_EXAMPLES]))))
   out('Model directory: %s' % model_dir)
   out('View the training curves: tensorboard --logdir %s' % model_dir)
   return result
