@@ -1,0 +1,121 @@
+"""One benchmark program for both implementations (run by vs_original.py, or by hand).
+
+  <python> benchmarks/original_compat_program.py --impl ours|orig [--use-tpu] [--num-shards N]
+                                                 [--ipl 100] [--quick] [--t0 EPOCH_SECONDS]
+
+`--impl ours` imports `tpu_estimator`; `--impl orig` uses the original
+`tf.compat.v1.estimator.tpu` (run it with the reference venv: TF 2.15 + tensorflow-estimator).
+Only the API common to both is used: RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec,
+train/evaluate/predict with hooks, `params['batch_size']`.  The model is the small MLP of
+models.py (64-256-10, batch 128, Adam 1e-3).
+
+Measures, in this one process (prints one `RESULT {json}` line):
+  ttfs_*      time to first training step: train(steps=100) on a fresh model_dir, from the call
+              (and from `--t0`, the parent's clock before spawning this process) to the first
+              after_run (1 step with use_tpu=False; one device loop of `ipl` steps with
+              use_tpu=True) and to the session being created.
+  train_*     steps/s after a warm-up call: per call N2 / t(N2), steady (N2 - N1) / (t(N2) -
+              t(N1)), in-call (steps between the first and last session.run of the N2 call).
+  eval_*      evaluate examples/s, same three measures (warm-up call first).
+  predict_*   predict examples/s (every per-example dict consumed), same three measures.
+"""
+import time
+
+T_PYTHON = time.time()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+
+import _common  # noqa: E402,F401  (sys.path, TF_CPP_MIN_LOG_LEVEL)
+import models as M  # noqa: E402
+
+SPEC = M.SMALL
+
+
+def rates(n1, t1, n2, t2, hook, per_run):
+  """(per call, steady, in-call) for two calls of sizes n1 < n2."""
+  in_call = None
+  if hook is not None and len(hook.after) >= 2:
+    in_call = (n2 - min(per_run, n2)) / (hook.after[-1] - hook.after[0])
+  return n2 / t2, ((n2 - n1) / (t2 - t1) if t2 > t1 else None), in_call
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--impl', choices=('ours', 'orig'), required=True)
+  parser.add_argument('--use-tpu', action='store_true')
+  parser.add_argument('--num-shards', type=int, default=None)
+  parser.add_argument('--ipl', type=int, default=100)
+  parser.add_argument('--quick', action='store_true')
+  parser.add_argument('--t0', type=float, default=None,
+                      help='epoch seconds taken by the parent just before spawning')
+  args = parser.parse_args()
+  t0 = args.t0 or T_PYTHON
+
+  _common.quiet_tf()
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  t_tf = time.time()
+  if args.impl == 'ours':
+    import tpu_estimator as module  # pylint: disable=import-outside-toplevel
+  else:
+    module = tf.compat.v1.estimator.tpu
+    module.TPUEstimator  # pylint: disable=pointless-statement  (resolve the lazy import)
+  t_imported = time.time()
+
+  def estimator(model_dir):
+    return M.make_estimator(module, SPEC, model_dir, use_tpu=args.use_tpu,
+                            num_shards=args.num_shards, ipl=args.ipl)
+
+  out = {'impl': args.impl, 'use_tpu': args.use_tpu, 'num_shards': args.num_shards,
+         'ipl': args.ipl, 'tf': tf.__version__, 'python_start': T_PYTHON - t0,
+         'tf_imported': t_tf - t0, 'imported': t_imported - t0}
+  loop = args.use_tpu and args.impl == 'ours'
+
+  # Time to first step: the first train() of this process, on a fresh model_dir.
+  est = estimator(tempfile.mkdtemp(prefix='bench_compat_'))
+  hook = M.TimingHook()
+  start_wall, start = time.time(), time.perf_counter()
+  est.train(M.train_input_fn(SPEC), steps=100, hooks=[hook])
+  out['ttfs_call_to_session'] = hook.created - start
+  out['ttfs_call_to_first_run'] = hook.after[0] - start
+  out['ttfs_process_to_first_run'] = start_wall + (hook.after[0] - start) - t0
+  out['first_run_steps'] = args.ipl if loop else 1
+
+  # Training throughput.
+  n1, n2 = (400, 1200) if args.quick else (1000, 3000)
+  runner = M.EstimatorTrain(est, SPEC)
+  runner.run(200)
+  t1 = runner.run(n1)
+  t2 = runner.run(n2)
+  out['train_call'], out['train_steady'], out['train_in_call'] = rates(
+      n1, t1, n2, t2, runner.last_hook, args.ipl if loop else 1)
+
+  # Evaluation and prediction on the checkpoint just written.
+  e1, e2 = (4096, 40960) if args.quick else (8192, 163840)
+  per_run = SPEC.batch * (args.ipl if args.use_tpu and args.impl == 'ours' else 1)
+
+  def evaluate(n):
+    hook = M.TimingHook()
+    start = time.perf_counter()
+    est.evaluate(M.eval_input_fn(SPEC, n), hooks=[hook])
+    return time.perf_counter() - start, hook
+
+  def predict(n):
+    hook = M.TimingHook()
+    start = time.perf_counter()
+    count = sum(1 for _ in est.predict(M.predict_input_fn(SPEC, n), hooks=[hook]))
+    assert count == n, (count, n)
+    return time.perf_counter() - start, hook
+
+  for kind, fn in (('eval', evaluate), ('predict', predict)):
+    fn(e1)  # warm-up
+    t1, _ = fn(e1)
+    t2, hook = fn(e2)
+    out[kind + '_call'], out[kind + '_steady'], out[kind + '_in_call'] = rates(
+        e1, t1, e2, t2, hook, per_run)
+  print('RESULT ' + json.dumps(out), flush=True)
+
+
+if __name__ == '__main__':
+  main()

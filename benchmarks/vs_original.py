@@ -1,0 +1,123 @@
+"""Ours vs the original TPUEstimator (TF 2.15 + tensorflow-estimator), same program file.
+
+  .venv/bin/python benchmarks/vs_original.py [--quick] [--rounds R] [--reference PYTHON]
+
+Runs benchmarks/original_compat_program.py as subprocesses (one fresh process per sample):
+  orig       reference venv, tf.compat.v1.estimator.tpu, use_tpu=False (the original cannot
+             shard on CPU)
+  ours cpu   this venv, tpu_estimator, use_tpu=False
+  ours tpu1  this venv, tpu_estimator, use_tpu=True, 1 shard, iterations_per_loop=100
+R interleaved rounds (default 3; --quick 1 with shorter runs); medians, then ratios ours/orig.
+The reference python is $REFERENCE_PYTHON, --reference, or
+/root/.cache/tpu-estimator-reference/bin/python (build it with
+`bash /work/shared/tools/reference-venv.sh`, which prints the path).
+
+Targets (issue): train (small MLP) >= 2.5x original; evaluate and predict examples/s >= 1.5x
+original; time to first step <= original's.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import _common
+from _common import fmt, verdict
+import models as M
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAM = os.path.join(HERE, 'original_compat_program.py')
+DEFAULT_REFERENCE = '/root/.cache/tpu-estimator-reference/bin/python'
+
+METRICS = [
+    # key, label, digits, higher is better
+    ('train_steady', 'train steps/s, steady', 0, True),
+    ('train_in_call', 'train steps/s, in-call', 0, True),
+    ('train_call', 'train steps/s, per call', 0, True),
+    ('eval_steady', 'eval examples/s, steady', 0, True),
+    ('eval_in_call', 'eval examples/s, in-call', 0, True),
+    ('eval_call', 'eval examples/s, per call', 0, True),
+    ('predict_steady', 'predict examples/s, steady', 0, True),
+    ('predict_in_call', 'predict examples/s, in-call', 0, True),
+    ('predict_call', 'predict examples/s, per call', 0, True),
+    ('ttfs_call_to_first_run', 'train() call -> 1st run (s)', 3, False),
+    ('tf_imported', 'spawn -> TF imported (s)', 2, False),
+    ('imported', 'spawn -> estimator imported (s)', 2, False),
+    ('ttfs_process_to_first_run', 'spawn -> 1st run (s)', 2, False),
+]
+TARGETS = {  # metric -> (target ratio ours/orig, higher is better)
+    'train_steady': (2.5, True), 'train_in_call': (2.5, True), 'train_call': (2.5, True),
+    'eval_steady': (1.5, True), 'eval_in_call': (1.5, True), 'eval_call': (1.5, True),
+    'predict_steady': (1.5, True), 'predict_in_call': (1.5, True), 'predict_call': (1.5, True),
+    'ttfs_call_to_first_run': (1.0, False), 'ttfs_process_to_first_run': (1.0, False),
+}
+
+
+def spawn(python, extra, quick):
+  cmd = [python, PROGRAM] + extra + (['--quick'] if quick else [])
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  t0 = time.time()
+  proc = subprocess.run(cmd + ['--t0', repr(t0)], env=env, capture_output=True, text=True,
+                        check=False, cwd=os.path.dirname(HERE))
+  for line in proc.stdout.splitlines():
+    if line.startswith('RESULT '):
+      return json.loads(line[len('RESULT '):])
+  raise RuntimeError('%s failed (%d):\n%s\n%s' % (' '.join(cmd), proc.returncode, proc.stdout,
+                                                  proc.stderr[-4000:]))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--quick', action='store_true', help='short smoke run (< 1 min)')
+  parser.add_argument('--rounds', type=int, default=None)
+  parser.add_argument('--reference', default=os.environ.get('REFERENCE_PYTHON',
+                                                            DEFAULT_REFERENCE))
+  args = parser.parse_args()
+  if not os.path.exists(args.reference):
+    sys.exit('reference python not found: %s (run bash /work/shared/tools/reference-venv.sh)'
+             % args.reference)
+  rounds = args.rounds or (1 if args.quick else 3)
+  configs = [
+      ('orig', args.reference, ['--impl', 'orig']),
+      ('ours cpu', sys.executable, ['--impl', 'ours']),
+      ('ours tpu1', sys.executable, ['--impl', 'ours', '--use-tpu', '--num-shards', '1',
+                                     '--ipl', '100']),
+  ]
+  _common.header('vs_original: the same program under the original (TF 2.15) and ours%s' %
+                 (' (--quick)' if args.quick else ''))
+  print('orig: %s, use_tpu=False | ours cpu: use_tpu=False | ours tpu1: use_tpu=True, 1 shard, '
+        'ipl=100\nsmall MLP 64-256-10, batch 128; %d round(s) of fresh processes' % (
+            args.reference, rounds), flush=True)
+  results = {name: [] for name, _, _ in configs}
+  for r in range(rounds):
+    for name, python, extra in configs:
+      results[name].append(spawn(python, extra, args.quick))
+    print('  round %d done (%s)' % (r + 1, M.load_note()), flush=True)
+  tf_versions = {name: results[name][0]['tf'] for name, _, _ in configs}
+  med = {name: {k: M.median([res.get(k) for res in results[name]]) for k, _, _, _ in METRICS}
+         for name, _, _ in configs}
+  names = [name for name, _, _ in configs]
+  print('\n  TF: ' + ', '.join('%s %s' % kv for kv in tf_versions.items()))
+  print('  1st run = 1 step for orig and ours cpu; one 100-step device loop for ours tpu1.\n')
+  print('  %-34s %10s %10s %10s | %9s %9s | %s' % (('median',) + tuple(names) +
+                                                   ('cpu/orig', 'tpu1/orig', 'target')))
+  for key, label, digits, _ in METRICS:
+    row = [fmt(med[n][key], digits) for n in names]
+    ratios = []
+    for n in ('ours cpu', 'ours tpu1'):
+      a, b = med[n][key], med['orig'][key]
+      ratios.append(a / b if a and b else None)
+    target = TARGETS.get(key)
+    note = ''
+    if target:
+      value, higher = target
+      note = '%s %.1fx: cpu %s, tpu1 %s' % ('>=' if higher else '<=', value,
+                                             verdict(ratios[0], value, higher),
+                                             verdict(ratios[1], value, higher))
+    print('  %-34s %10s %10s %10s | %9s %9s | %s' % (
+        (label,) + tuple(row) + (fmt(ratios[0], 2), fmt(ratios[1], 2), note)))
+
+
+if __name__ == '__main__':
+  main()
