@@ -25,9 +25,10 @@ import time
 import numpy as np
 import pytest
 
+import reference
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(REPO, 'tests', 'legacy_programs')
-REFERENCE_SCRIPT = os.path.join(REPO, '..', 'shared', 'tools', 'reference-venv.sh')
 PARALLEL = 2
 TIMEOUT = 600
 RTOL, ATOL = 1e-4, 1e-5
@@ -38,35 +39,12 @@ EVAL_METRICS = {
     'mse_probabilities', 'rmse_probabilities', 'mae_probabilities', 'mean_iou', 'recall_at_2'}
 
 
-class _Failure(Exception):
-  pass
-
-
-def _env(impl):
-  env = dict(os.environ)
-  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
-  for name in ('TF_CONFIG', 'PYTHONPATH', 'TF_USE_LEGACY_KERAS'):
-    env.pop(name, None)
-  if impl == 'ours':
-    env['PYTHONPATH'] = REPO
-  return env
+_Failure = reference.Unavailable
+_env = reference.env
 
 
 def _reference_python():
-  if not os.path.isfile(REFERENCE_SCRIPT):
-    raise _Failure('The compat tests need the reference venv script %s (the original '
-                   'TPUEstimator on TF 2.15), which is missing.' %
-                   os.path.normpath(REFERENCE_SCRIPT))
-  try:
-    proc = subprocess.run(['bash', REFERENCE_SCRIPT], capture_output=True, text=True,
-                          timeout=1800, env=_env('orig'))
-  except subprocess.TimeoutExpired:
-    raise _Failure('%s did not finish within 30 minutes.' % REFERENCE_SCRIPT) from None
-  lines = proc.stdout.strip().splitlines()
-  if proc.returncode != 0 or not lines or not os.path.isfile(lines[-1]):
-    raise _Failure('%s failed (exit %d): the original implementation is not available.\n'
-                   'stderr:\n%s' % (REFERENCE_SCRIPT, proc.returncode, proc.stderr[-4000:]))
-  return lines[-1]
+  return reference.python('The compat tests')
 
 
 # ---------------------------------------------------------------------------------------------

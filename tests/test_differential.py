@@ -19,9 +19,10 @@ import tempfile
 import numpy as np
 import pytest
 
+import reference
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(REPO, 'tests', 'differential', 'program.py')
-REFERENCE_SCRIPT = os.path.join(REPO, '..', 'shared', 'tools', 'reference-venv.sh')
 IMPLS = ('orig', 'ours')
 RTOL, ATOL = 1e-4, 1e-6
 
@@ -32,38 +33,12 @@ K_STEPS = 8
 TIMEOUT = 600
 
 
-class _Failure(Exception):
-  pass
-
-
-def _env(impl):
-  env = dict(os.environ)
-  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
-  env.pop('TF_CONFIG', None)
-  env.pop('PYTHONPATH', None)
-  env.pop('TF_USE_LEGACY_KERAS', None)  # the programs use Keras as the installed TF gives it
-  if impl == 'ours':
-    env['PYTHONPATH'] = REPO
-  return env
+_Failure = reference.Unavailable
+_env = reference.env
 
 
 def _reference_python():
-  if not os.path.isfile(REFERENCE_SCRIPT):
-    raise _Failure('Differential tests need the reference venv script %s (the original '
-                   'TPUEstimator on TF 2.15), which is missing.' %
-                   os.path.normpath(REFERENCE_SCRIPT))
-  try:
-    proc = subprocess.run(['bash', REFERENCE_SCRIPT], capture_output=True, text=True,
-                          timeout=1800, env=_env('orig'))
-  except subprocess.TimeoutExpired:
-    raise _Failure('%s did not finish within 30 minutes.' % REFERENCE_SCRIPT) from None
-  lines = proc.stdout.strip().splitlines()
-  if proc.returncode != 0 or not lines or not os.path.isfile(lines[-1]):
-    raise _Failure('%s failed (exit %d), so the original implementation is not available for '
-                   'the differential tests.\nstdout:\n%s\nstderr:\n%s' %
-                   (REFERENCE_SCRIPT, proc.returncode, proc.stdout[-2000:],
-                    proc.stderr[-4000:]))
-  return lines[-1]
+  return reference.python('The differential tests')
 
 
 def _run_parallel(pythons, specs, workdir, tag):
