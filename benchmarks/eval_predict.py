@@ -6,7 +6,7 @@ Small MLP (64-256-10), batch 128 for train/eval/predict, three configurations of
   tpu1   TPUEstimator(use_tpu=True), 1 shard, iterations_per_loop=100
   tpu2   TPUEstimator(use_tpu=True), 2 logical CPU shards, iterations_per_loop=100
   cpu    TPUEstimator(use_tpu=False)
-1. evaluate / predict examples/s on one checkpoint: a warm-up call, then R interleaved rounds
+1. evaluate / predict examples/s on one checkpoint: a warm-up call, then R (default 5) rounds
    of calls over N1 and N2 examples: per call N2 / t(N2), steady (N2 - N1) / (t(N2) - t(N1)),
    in-call: examples between the first and last session.run of the N2 call / time (hook).
    predict consumes every per-example dict the generator yields.
@@ -72,7 +72,7 @@ def in_call_rate(hook, n, per_run):
 
 def bench_eval_predict(te, args):
   n1, n2 = (4096, 40960) if args.quick else (8192, 163840)
-  rounds = args.rounds or (1 if args.quick else 3)
+  rounds = args.rounds or (1 if args.quick else 5)
   print('\n## evaluate / predict examples/s (batch %d; N1=%d N2=%d examples; %d round(s))' %
         (SPEC.batch, n1, n2, rounds), flush=True)
   model_dir = tempfile.mkdtemp(prefix='bench_evalpred_')

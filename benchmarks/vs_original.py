@@ -7,7 +7,8 @@ Runs benchmarks/original_compat_program.py as subprocesses (one fresh process pe
              shard on CPU)
   ours cpu   this venv, tpu_estimator, use_tpu=False
   ours tpu1  this venv, tpu_estimator, use_tpu=True, 1 shard, iterations_per_loop=100
-R interleaved rounds (default 3; --quick 1 with shorter runs); medians, then ratios ours/orig.
+R interleaved rounds (default 5; --quick 1 with shorter runs); medians, then ratios ours/orig
+(of the medians, and of the best-of-rounds values).  Verdicts use the ratio of medians.
 The reference python is $REFERENCE_PYTHON, --reference, or
 /root/.cache/tpu-estimator-reference/bin/python (build it with
 `bash /work/shared/tools/reference-venv.sh`, which prints the path).
@@ -77,7 +78,7 @@ def main():
   if not os.path.exists(args.reference):
     sys.exit('reference python not found: %s (run bash /work/shared/tools/reference-venv.sh)'
              % args.reference)
-  rounds = args.rounds or (1 if args.quick else 3)
+  rounds = args.rounds or (1 if args.quick else 5)
   configs = [
       ('orig', args.reference, ['--impl', 'orig']),
       ('ours cpu', sys.executable, ['--impl', 'ours']),
@@ -100,14 +101,23 @@ def main():
   names = [name for name, _, _ in configs]
   print('\n  TF: ' + ', '.join('%s %s' % kv for kv in tf_versions.items()))
   print('  1st run = 1 step for orig and ours cpu; one 100-step device loop for ours tpu1.\n')
-  print('  %-34s %10s %10s %10s | %9s %9s | %s' % (('median',) + tuple(names) +
-                                                   ('cpu/orig', 'tpu1/orig', 'target')))
+  best = {}
+  for name in names:
+    best[name] = {}
+    for key, _, _, higher in METRICS:
+      values = [res.get(key) for res in results[name] if res.get(key)]
+      best[name][key] = (max(values) if higher else min(values)) if values else None
+  print('  ratios: of medians, and [of best-of-rounds]; best = max rate / min time.')
+  print('  %-34s %10s %10s %10s | %15s %15s | %s' % (('median',) + tuple(names) +
+                                                     ('cpu/orig', 'tpu1/orig', 'target')))
   for key, label, digits, _ in METRICS:
     row = [fmt(med[n][key], digits) for n in names]
-    ratios = []
+    ratios, shown = [], []
     for n in ('ours cpu', 'ours tpu1'):
       a, b = med[n][key], med['orig'][key]
       ratios.append(a / b if a and b else None)
+      ba, bb = best[n][key], best['orig'][key]
+      shown.append('%s [%s]' % (fmt(ratios[-1], 2), fmt(ba / bb if ba and bb else None, 2)))
     target = TARGETS.get(key)
     note = ''
     if target:
@@ -115,8 +125,8 @@ def main():
       note = '%s %.1fx: cpu %s, tpu1 %s' % ('>=' if higher else '<=', value,
                                              verdict(ratios[0], value, higher),
                                              verdict(ratios[1], value, higher))
-    print('  %-34s %10s %10s %10s | %9s %9s | %s' % (
-        (label,) + tuple(row) + (fmt(ratios[0], 2), fmt(ratios[1], 2), note)))
+    print('  %-34s %10s %10s %10s | %15s %15s | %s' % (
+        (label,) + tuple(row) + tuple(shown) + (note,)))
 
 
 if __name__ == '__main__':
