@@ -7,8 +7,9 @@ Small MLP (64-256-10), batch 128 for train/eval/predict, three configurations of
   tpu2   TPUEstimator(use_tpu=True), 2 logical CPU shards, iterations_per_loop=100
   cpu    TPUEstimator(use_tpu=False)
 1. evaluate / predict examples/s on one checkpoint: a warm-up call, then R (default 5) rounds
-   of calls over N1 and N2 examples: per call N2 / t(N2), steady (N2 - N1) / (t(N2) - t(N1)),
-   in-call: examples between the first and last session.run of the N2 call / time (hook).
+   of calls over N1 and N2 examples: steady = examples between the first and last session.run
+   of the N2 call / time (hook: the steady state inside one call); diff = (N2 - N1) /
+   (t(N2) - t(N1)) over two whole calls (noisier); per call = N2 / t(N2).
    predict consumes every per-example dict the generator yields.
 2. time to first training step: train(steps=100) on a fresh model_dir, a hook timing the
    first after_run ("1st run": 1 step for cpu, one device loop of 100 steps for tpu1/tpu2;
@@ -92,7 +93,7 @@ def bench_eval_predict(te, args):
       labelled[c] = True
       run_predict(est, n1, True)
   res = {(c, k, m): [] for c in CONFIGS for k in ('eval', 'predict')
-         for m in ('call', 'steady', 'in_call')}
+         for m in ('call', 'diff', 'steady')}
   for r in range(rounds):
     for c, est in ests.items():
       per_run = SPEC.batch * (100 if CONFIGS[c]['use_tpu'] else 1)
@@ -101,18 +102,18 @@ def bench_eval_predict(te, args):
         t1, _ = fn(est, n1)
         t2, hook = fn(est, n2)
         res[(c, kind, 'call')].append(n2 / t2)
-        res[(c, kind, 'steady')].append((n2 - n1) / (t2 - t1) if t2 > t1 else None)
-        res[(c, kind, 'in_call')].append(in_call_rate(hook, n2, per_run))
+        res[(c, kind, 'diff')].append((n2 - n1) / (t2 - t1) if t2 > t1 else None)
+        res[(c, kind, 'steady')].append(in_call_rate(hook, n2, per_run))
     print('  round %d done' % (r + 1), flush=True)
   print('\n  %-38s | %-26s | %-26s' % ('examples/s (median)', 'evaluate', 'predict'))
-  print('  %-38s | %8s %8s %8s | %8s %8s %8s' % ('', 'steady', 'in-call', 'per call',
-                                                 'steady', 'in-call', 'per call'))
+  print('  %-38s | %8s %8s %8s | %8s %8s %8s' % ('', 'steady', 'diff', 'per call',
+                                                 'steady', 'diff', 'per call'))
   for c in CONFIGS:
     med = lambda kind, m, c=c: fmt(M.median(res[(c, kind, m)]))
     print('  %-38s | %8s %8s %8s | %8s %8s %8s' % (
         LABELS[c] + (' *' if labelled[c] else ''), med('eval', 'steady'),
-        med('eval', 'in_call'), med('eval', 'call'), med('predict', 'steady'),
-        med('predict', 'in_call'), med('predict', 'call')))
+        med('eval', 'diff'), med('eval', 'call'), med('predict', 'steady'),
+        med('predict', 'diff'), med('predict', 'call')))
   print('  steady ranges: ' + '; '.join('%s eval %s predict %s' % (
       c, spread(res[(c, 'eval', 'steady')]), spread(res[(c, 'predict', 'steady')]))
                                         for c in CONFIGS))

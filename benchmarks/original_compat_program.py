@@ -14,8 +14,9 @@ Measures, in this one process (prints one `RESULT {json}` line):
               (and from `--t0`, the parent's clock before spawning this process) to the first
               after_run (1 step with use_tpu=False; one device loop of `ipl` steps with
               use_tpu=True) and to the session being created.
-  train_*     steps/s after a warm-up call: per call N2 / t(N2), steady (N2 - N1) / (t(N2) -
-              t(N1)), in-call (steps between the first and last session.run of the N2 call).
+  train_*     steps/s after a warm-up call: steady (steps between the first and last
+              session.run of the N2 call / time: the steady state inside one call), diff
+              ((N2 - N1) / (t(N2) - t(N1)) over two whole calls), per call (N2 / t(N2)).
   eval_*      evaluate examples/s, same three measures (warm-up call first).
   predict_*   predict examples/s (every per-example dict consumed), same three measures.
 """
@@ -34,11 +35,11 @@ SPEC = M.SMALL
 
 
 def rates(n1, t1, n2, t2, hook, per_run):
-  """(per call, steady, in-call) for two calls of sizes n1 < n2."""
-  in_call = None
+  """(per call, diff, steady) for two calls of sizes n1 < n2."""
+  steady = None
   if hook is not None and len(hook.after) >= 2:
-    in_call = (n2 - min(per_run, n2)) / (hook.after[-1] - hook.after[0])
-  return n2 / t2, ((n2 - n1) / (t2 - t1) if t2 > t1 else None), in_call
+    steady = (n2 - min(per_run, n2)) / (hook.after[-1] - hook.after[0])
+  return n2 / t2, ((n2 - n1) / (t2 - t1) if t2 > t1 else None), steady
 
 
 def main():
@@ -88,7 +89,7 @@ def main():
   runner.run(200)
   t1 = runner.run(n1)
   t2 = runner.run(n2)
-  out['train_call'], out['train_steady'], out['train_in_call'] = rates(
+  out['train_call'], out['train_diff'], out['train_steady'] = rates(
       n1, t1, n2, t2, runner.last_hook, args.ipl if loop else 1)
 
   # Evaluation and prediction on the checkpoint just written.
@@ -112,7 +113,7 @@ def main():
     fn(e1)  # warm-up
     t1, _ = fn(e1)
     t2, hook = fn(e2)
-    out[kind + '_call'], out[kind + '_steady'], out[kind + '_in_call'] = rates(
+    out[kind + '_call'], out[kind + '_diff'], out[kind + '_steady'] = rates(
         e1, t1, e2, t2, hook, per_run)
   print('RESULT ' + json.dumps(out), flush=True)
 
