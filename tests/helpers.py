@@ -1,5 +1,7 @@
 """Tiny model_fns and input_fns shared by the tests (deterministic: constant initialisers,
 fixed data order)."""
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -87,3 +89,14 @@ def tpu_config(num_shards=None, iterations_per_loop=4, model_dir=None, **kwargs)
   return te.RunConfig(model_dir=model_dir, tpu_config=te.TPUConfig(
       iterations_per_loop=iterations_per_loop, num_shards=num_shards,
       per_host_input_for_training=per_host), **kwargs)
+
+
+def snapshot(directory):
+  """Every file's bytes under `directory`."""
+  result = {}
+  for root, _, files in os.walk(directory):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, 'rb') as f:
+        result[os.path.relpath(path, directory)] = f.read()
+  return result

@@ -22,14 +22,6 @@ def _est(model_dir, **kwargs):
                       **kwargs)
 
 
-def _snapshot(directory):
-  result = {}
-  for root, _, files in os.walk(directory):
-    for name in files:
-      path = os.path.join(root, name)
-      with open(path, 'rb') as f:
-        result[os.path.relpath(path, directory)] = f.read()
-  return result
 
 
 def test_steps_are_incremental_and_max_steps_absolute(tmp_path, data):
@@ -40,9 +32,9 @@ def test_steps_are_incremental_and_max_steps_absolute(tmp_path, data):
   assert est.get_variable_value('global_step') == 10
   est.train(input_fn, max_steps=12)
   assert est.get_variable_value('global_step') == 12
-  before = _snapshot(str(tmp_path))
+  before = h.snapshot(str(tmp_path))
   est.train(input_fn, max_steps=12)  # already reached: nothing runs, nothing written
-  assert _snapshot(str(tmp_path)) == before
+  assert h.snapshot(str(tmp_path)) == before
 
 
 def test_trains_until_end_of_input_without_steps(tmp_path, data):
@@ -63,10 +55,10 @@ def test_trains_until_end_of_input_without_steps(tmp_path, data):
 def test_train_argument_errors_leave_model_dir_intact(tmp_path, data, kwargs, error, match):
   est = _est(tmp_path)
   est.train(h.dataset_input_fn(*data), steps=1)
-  before = _snapshot(str(tmp_path))
+  before = h.snapshot(str(tmp_path))
   with pytest.raises(error, match=match):
     est.train(h.dataset_input_fn(*data), **kwargs)
-  assert _snapshot(str(tmp_path)) == before
+  assert h.snapshot(str(tmp_path)) == before
 
 
 def test_evaluate_returns_metrics_loss_and_global_step(tmp_path, data):

@@ -22,15 +22,6 @@ v1 = tf.compat.v1
 X, Y = h.make_data(96)
 
 
-def _snapshot(directory):
-  """Every file's bytes under `directory`."""
-  result = {}
-  for root, _, files in os.walk(directory):
-    for name in files:
-      path = os.path.join(root, name)
-      with open(path, 'rb') as f:
-        result[os.path.relpath(path, directory)] = f.read()
-  return result
 
 
 @pytest.fixture(scope='module')
@@ -451,14 +442,14 @@ def test_table_has_at_least_40_distinct_misuses():
 @pytest.mark.parametrize('row', ROWS, ids=[r.id for r in ROWS])
 def test_misuse_raises_named_error_and_leaves_model_dir_unchanged(model_dir, row):
   ctx = Ctx(model_dir)
-  before = _snapshot(model_dir)
+  before = h.snapshot(model_dir)
   assert any(name.endswith('.index') for name in before)  # something to corrupt
   with pytest.raises(row.error) as info:
     row.call(ctx)
   message = str(info.value)
   missing = [name for name in row.names if name not in message]
   assert not missing, 'message lacks %s: %s' % (missing, message)
-  after = _snapshot(model_dir)
+  after = h.snapshot(model_dir)
   changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
   assert not changed, 'model_dir changed: %s' % changed
   assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-4')

@@ -23,16 +23,8 @@ class NanLossDuringTrainingError(tf.compat.v1.train.NanLossDuringTrainingError):
             'saved before it.' % (where, self.loss))
 
 
-class TPUEstimatorError(RuntimeError):
-  """Base class for run-time failures raised by tpu_estimator itself."""
-
-
 class NoCheckpointError(ValueError):
   """`evaluate`/`predict`/`export` found no checkpoint to restore."""
-
-
-class InputExhaustedError(TPUEstimatorError):
-  """Raised internally when an input pipeline ended before any step ran."""
 
 
 def received(**values):

@@ -1,6 +1,7 @@
 """`Estimator` and `TPUEstimator`: validate the call, build a fresh graph for it, run it in a
 `MonitoredSession` with hooks.  The layout (`sharding.OneDevice` or `sharding.Sharded`) says
 where things run; the step builders (`steps`) say what one `session.run` computes."""
+import contextlib
 import copy
 import os
 import tempfile
@@ -145,7 +146,9 @@ class Estimator:
       checkpoints.cache_global_step_read(global_step)
       plan = self._plan(ModeKeys.TRAIN, replicas)
       host_input = self._layout.host_input(input_fn, ModeKeys.TRAIN, self._config, replicas)
-      with graph.device(self._config.device_fn) if self._config.device_fn else _nullctx():
+      device_scope = graph.device(self._config.device_fn) if self._config.device_fn else \
+          contextlib.nullcontext()
+      with device_scope:
         built = steps_lib.build_train(plan, self._model_fn, host_input, global_step)
       loss = built.fetches['loss']
       if not self.latest_checkpoint():
@@ -363,15 +366,6 @@ class Estimator:
                                    checkpoint_path=checkpoint_path)
 
   export_savedmodel = export_saved_model
-
-
-class _nullctx:
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *args):
-    return False
 
 
 def _select_keys(predictions, keys):
