@@ -202,9 +202,10 @@ class Estimator:
           result.append(_v1.train.StepCounterHook(every_n_steps=config.log_step_count_steps,
                                                   output_dir=self._model_dir))
       if config.save_summary_steps:
-        result.append(_v1.train.SummarySaverHook(save_steps=config.save_summary_steps,
-                                                 output_dir=self._model_dir,
-                                                 scaffold=built.scaffold))
+        summary_hook = hooks_lib.LoopSummarySaverHook if plan.loop else \
+            _v1.train.SummarySaverHook
+        result.append(summary_hook(save_steps=config.save_summary_steps,
+                                   output_dir=self._model_dir, scaffold=built.scaffold))
       saver = checkpoints.saver_hook(self._model_dir, config, built.scaffold, listeners)
       if saver is not None:
         result.append(saver)
@@ -297,11 +298,10 @@ class Estimator:
                          checkpoint_filename_with_path=checkpoint) as session:
         while not session.should_stop():
           out = session.run(fetches)
-          for batch in _split_batches(out['predictions'], out.get('batch_rows')):
-            if yield_single_examples:
-              yield from _rows(batch)
-            else:
-              yield batch
+          if yield_single_examples:  # the batches of one run, concatenated: no need to split
+            yield from _rows(out['predictions'])
+          else:
+            yield from _split_batches(out['predictions'], out.get('batch_rows'))
 
 
   # -------------------------------------------------------------------------------------------
@@ -395,8 +395,7 @@ def _split_batches(predictions, batch_rows):
 def _rows(batch):
   """Splits a batch of predictions (array or dict of arrays) into per-example results."""
   if not isinstance(batch, dict):
-    for row in batch:
-      yield row
+    yield from batch
     return
   lengths = {k: v.shape[0] if getattr(v, 'ndim', 0) else None for k, v in batch.items()}
   sizes = set(lengths.values())
@@ -405,8 +404,9 @@ def _rows(batch):
         'Batch length of predictions should be the same for every key.',
         'Return predictions with the batch as first dimension, or predict with '
         'yield_single_examples=False.', batch_lengths=lengths)
-  for i in range(sizes.pop()):
-    yield {k: v[i] for k, v in batch.items()}
+  keys = list(batch)
+  for values in zip(*[list(batch[k]) for k in keys]):  # rows as numpy views, as v[i] gives
+    yield dict(zip(keys, values))
 
 
 def _write_eval_summary(eval_dir, results, checkpoint):

@@ -154,3 +154,21 @@ class CollectLoopHook(_v1.train.SessionRunHook):
       self._per_loop = max(1, int(self._amount / per_step))
     if not more or (self._num_steps is not None and self._done >= self._num_steps):
       run_context.request_stop()
+
+
+class LoopSummarySaverHook(_v1.train.SummarySaverHook):
+  """TensorFlow's SummarySaverHook for device loops: it fetches the summaries on every loop and
+  writes them only when they are due.
+
+  The stock hook adds the summary op to the fetches only on runs that save, so the fetch list
+  changes after the first loop, and the session builds and optimizes a second executor for the
+  whole loop graph in every `train()` call.  Summaries outside the loop body are a few scalars
+  read once per loop, so fetching them every time costs less than that second build.
+  """
+
+  def before_run(self, run_context):
+    args = super().before_run(run_context)
+    summary_op = self._get_summary_op()
+    if summary_op is not None and 'summary' not in args.fetches:
+      args.fetches['summary'] = summary_op
+    return args
