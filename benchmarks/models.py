@@ -6,7 +6,8 @@ Two MLPs, the same four ways:
   COMPUTE  784-1024-1024-10, batch 256, Adam(1e-3) (compute-bound: ~2.9 GFLOP per step)
 
   (a) `make_model_fn`: a TPUEstimator `model_fn` (tf.compat.v1.get_variable + tf.matmul +
-      tf.compat.v1.train.AdamOptimizer), with `train_input_fn`/`eval_input_fn`/
+      tf.compat.v1.train.AdamOptimizer, or the same Adam as element-wise ops like Keras'
+      Adam: `elementwise_adam`), with `train_input_fn`/`eval_input_fn`/
       `predict_input_fn`.  It imports nothing from `tpu_estimator`: the spec class is passed
       in, so the same code runs against the original `tf.compat.v1.estimator.tpu` (TF 2.15).
   (b) `SessionLoop`: the same graph driven by a plain `tf.compat.v1.Session.run` loop (one
@@ -90,8 +91,38 @@ def _loss(labels, logits):
       tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
-def make_model_fn(spec, spec_cls):
-  """A TPUEstimator model_fn; `spec_cls` is the TPUEstimatorSpec of the implementation."""
+def elementwise_adam(loss, lr, global_step, beta1=0.9, beta2=0.999, epsilon=1e-8):
+  """Adam written as element-wise ops on each variable (the way `keras.optimizers.Adam`
+  updates), where `tf.compat.v1.train.AdamOptimizer` runs one fused `ResourceApplyAdam` kernel
+  per variable.  Same math as the v1 optimizer.  No cross-replica gradient aggregation: for
+  one shard (or use_tpu=False) only."""
+  params = v1.trainable_variables()
+  grads = tf.gradients(loss, params)
+  powers = [v1.get_variable(name, [], initializer=v1.ones_initializer(), trainable=False)
+            for name in ('beta1_power', 'beta2_power')]
+  b1_t = powers[0].assign(powers[0] * beta1)
+  b2_t = powers[1].assign(powers[1] * beta2)
+  lr_t = lr * tf.sqrt(1.0 - b2_t) / (1.0 - b1_t)
+  updates = []
+  for var, grad in zip(params, grads):
+    m = v1.get_variable(var.op.name + '/Adam', var.shape, initializer=v1.zeros_initializer(),
+                        trainable=False)
+    v = v1.get_variable(var.op.name + '/Adam_1', var.shape,
+                        initializer=v1.zeros_initializer(), trainable=False)
+    m_t = m.assign_add((grad - m) * (1.0 - beta1))
+    v_t = v.assign_add((tf.square(grad) - v) * (1.0 - beta2))
+    updates.append(var.assign_sub(lr_t * m_t / (tf.sqrt(v_t) + epsilon)))
+  with tf.control_dependencies(updates):
+    return global_step.assign_add(1)
+
+
+OPTIMIZERS = ('v1_adam', 'elementwise_adam')
+
+
+def make_model_fn(spec, spec_cls, optimizer='v1_adam'):
+  """A TPUEstimator model_fn; `spec_cls` is the TPUEstimatorSpec of the implementation.
+  `optimizer`: 'v1_adam' (tf.compat.v1.train.AdamOptimizer) or 'elementwise_adam'."""
+  assert optimizer in OPTIMIZERS, optimizer
 
   def model_fn(features, labels, mode, params):
     del params
@@ -102,8 +133,11 @@ def make_model_fn(spec, spec_cls):
                                          'probabilities': tf.nn.softmax(logits)})
     loss = _loss(labels, logits)
     if mode == 'train':
-      optimizer = v1.train.AdamOptimizer(spec.lr)
-      train_op = optimizer.minimize(loss, global_step=v1.train.get_global_step())
+      if optimizer == 'v1_adam':
+        train_op = v1.train.AdamOptimizer(spec.lr).minimize(
+            loss, global_step=v1.train.get_global_step())
+      else:
+        train_op = elementwise_adam(loss, spec.lr, v1.train.get_global_step())
       return spec_cls(mode, loss=loss, train_op=train_op)
 
     def metric_fn(labels, logits):
@@ -178,11 +212,11 @@ def estimator_config(module, model_dir, num_shards=None, ipl=100, quiet=True):
 
 
 def make_estimator(module, spec, model_dir, use_tpu=True, num_shards=None, ipl=100,
-                   quiet=True, eval_batch=None, predict_batch=None):
+                   quiet=True, eval_batch=None, predict_batch=None, optimizer='v1_adam'):
   """`module`: `tpu_estimator` or `tf.compat.v1.estimator.tpu`."""
   config = estimator_config(module, model_dir, num_shards, ipl, quiet)
   return module.TPUEstimator(
-      make_model_fn(spec, module.TPUEstimatorSpec), config=config, use_tpu=use_tpu,
+      make_model_fn(spec, module.TPUEstimatorSpec, optimizer), config=config, use_tpu=use_tpu,
       train_batch_size=spec.batch, eval_batch_size=eval_batch or spec.batch,
       predict_batch_size=predict_batch or spec.batch)
 

@@ -2,12 +2,14 @@
 
   <python> benchmarks/original_compat_program.py --impl ours|orig [--use-tpu] [--num-shards N]
                                                  [--ipl 100] [--quick] [--t0 EPOCH_SECONDS]
+                                                 [--optimizer v1_adam|elementwise_adam]
 
 `--impl ours` imports `tpu_estimator`; `--impl orig` uses the original
 `tf.compat.v1.estimator.tpu` (run it with the reference venv: TF 2.15 + tensorflow-estimator).
 Only the API common to both is used: RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec,
 train/evaluate/predict with hooks, `params['batch_size']`.  The model is the small MLP of
-models.py (64-256-10, batch 128, Adam 1e-3).
+models.py (64-256-10, batch 128, Adam 1e-3: tf.compat.v1.train.AdamOptimizer, or with
+`--optimizer elementwise_adam` the same Adam as element-wise ops).
 
 Measures, in this one process (prints one `RESULT {json}` line):
   ttfs_*      time to first training step: train(steps=100) on a fresh model_dir, from the call
@@ -49,6 +51,7 @@ def main():
   parser.add_argument('--num-shards', type=int, default=None)
   parser.add_argument('--ipl', type=int, default=100)
   parser.add_argument('--quick', action='store_true')
+  parser.add_argument('--optimizer', choices=M.OPTIMIZERS, default='v1_adam')
   parser.add_argument('--t0', type=float, default=None,
                       help='epoch seconds taken by the parent just before spawning')
   args = parser.parse_args()
@@ -66,10 +69,11 @@ def main():
 
   def estimator(model_dir):
     return M.make_estimator(module, SPEC, model_dir, use_tpu=args.use_tpu,
-                            num_shards=args.num_shards, ipl=args.ipl)
+                            num_shards=args.num_shards, ipl=args.ipl,
+                            optimizer=args.optimizer)
 
   out = {'impl': args.impl, 'use_tpu': args.use_tpu, 'num_shards': args.num_shards,
-         'ipl': args.ipl, 'tf': tf.__version__, 'python_start': T_PYTHON - t0,
+         'ipl': args.ipl, 'optimizer': args.optimizer, 'tf': tf.__version__, 'python_start': T_PYTHON - t0,
          'tf_imported': t_tf - t0, 'imported': t_imported - t0}
   loop = args.use_tpu and args.impl == 'ours'
 

@@ -1,6 +1,7 @@
 """Ours vs the original TPUEstimator (TF 2.15 + tensorflow-estimator), same program file.
 
   .venv/bin/python benchmarks/vs_original.py [--quick] [--rounds R] [--reference PYTHON]
+                                             [--optimizer v1_adam|elementwise_adam]
 
 Runs benchmarks/original_compat_program.py as subprocesses (one fresh process per sample):
   orig       reference venv, tf.compat.v1.estimator.tpu, use_tpu=False (the original cannot
@@ -17,6 +18,8 @@ The reference python is $REFERENCE_PYTHON, --reference, or
 
 Targets (issue): train (small MLP) >= 2.5x original; evaluate and predict examples/s >= 1.5x
 original; time to first step <= original's.
+`--optimizer elementwise_adam` runs every config with the model_fn whose Adam is element-wise
+ops instead of tf.compat.v1.train.AdamOptimizer's fused kernel (see models.py).
 """
 import argparse
 import json
@@ -76,22 +79,24 @@ def main():
   parser.add_argument('--rounds', type=int, default=None)
   parser.add_argument('--reference', default=os.environ.get('REFERENCE_PYTHON',
                                                             DEFAULT_REFERENCE))
+  parser.add_argument('--optimizer', choices=M.OPTIMIZERS, default='v1_adam')
   args = parser.parse_args()
   if not os.path.exists(args.reference):
     sys.exit('reference python not found: %s (run bash /work/shared/tools/reference-venv.sh)'
              % args.reference)
   rounds = args.rounds or (1 if args.quick else 5)
+  optimizer = ['--optimizer', args.optimizer]
   configs = [
-      ('orig', args.reference, ['--impl', 'orig']),
-      ('ours cpu', sys.executable, ['--impl', 'ours']),
+      ('orig', args.reference, ['--impl', 'orig'] + optimizer),
+      ('ours cpu', sys.executable, ['--impl', 'ours'] + optimizer),
       ('ours tpu1', sys.executable, ['--impl', 'ours', '--use-tpu', '--num-shards', '1',
-                                     '--ipl', '100']),
+                                     '--ipl', '100'] + optimizer),
   ]
   _common.header('vs_original: the same program under the original (TF 2.15) and ours%s' %
                  (' (--quick)' if args.quick else ''))
   print('orig: %s, use_tpu=False | ours cpu: use_tpu=False | ours tpu1: use_tpu=True, 1 shard, '
-        'ipl=100\nsmall MLP 64-256-10, batch 128; %d round(s) of fresh processes' % (
-            args.reference, rounds), flush=True)
+        'ipl=100\nsmall MLP 64-256-10, batch 128, optimizer %s; %d round(s) of fresh '
+        'processes' % (args.reference, args.optimizer, rounds), flush=True)
   results = {name: [] for name, _, _ in configs}
   for r in range(rounds):
     for name, python, extra in configs:
