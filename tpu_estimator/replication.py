@@ -42,6 +42,10 @@ class Replicas:
     return len(self.devices)
 
   @property
+  def on_cpu(self):
+    return all('cpu' in device.lower() for device in self.devices)
+
+  @property
   def local_replicas(self):
     return len(self.devices)
 

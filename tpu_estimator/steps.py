@@ -11,6 +11,7 @@ import collections
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
+from tpu_estimator import cpu_updates
 from tpu_estimator import device_loop
 from tpu_estimator import errors
 from tpu_estimator import hooks as hooks_lib
@@ -144,7 +145,8 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
   # loop must not start before it was read.
   step_read = _v1.get_collection(training_util.GLOBAL_STEP_READ_KEY)
-  with plan.replicas.scope(), tf.control_dependencies(step_read):
+  with plan.replicas.scope(), tf.control_dependencies(step_read), \
+      cpu_updates.elementwise_adam(active=plan.replicas.on_cpu):
     steps_run, loss = device_loop.train_loop(host_input.next_replica_inputs, run_step,
                                              iterations)
   spec = captured['spec']
