@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 import tensorflow as tf
+from google.protobuf import text_format
 
 import tpu_estimator as te
 from tpu_estimator import demo
@@ -80,6 +81,22 @@ def test_event_files(run):
     assert set(evals) == {'accuracy', 'loss'}, (name, evals)
     for key in ('accuracy', 'loss'):
       assert evals[key] == {STEPS: pytest.approx(float(result[key]), rel=1e-6)}
+
+
+def test_graph_written_by_the_time_train_returns(run):
+  # TensorBoard's graph tab reads the graph event; graph.pbtxt is the text copy.  Both are
+  # written while the first loop runs, and complete (no temporary file left) after train().
+  model_dir = run['model_dir']
+  assert not glob.glob(os.path.join(model_dir, 'graph.pbtxt.tmp*'))
+  with open(os.path.join(model_dir, 'graph.pbtxt')) as f:
+    graph_def = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
+  names = {node.name for node in graph_def.node}
+  assert 'global_step' in names and any(name.startswith('conv') for name in names), names
+  kinds = set()
+  for path in glob.glob(os.path.join(model_dir, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      kinds.add(event.WhichOneof('what'))
+  assert {'graph_def', 'meta_graph_def'} <= kinds, kinds
 
 
 def _free_port():
