@@ -15,7 +15,8 @@ Measures, in this one process (prints one `RESULT {json}` line):
   ttfs_*      time to first training step: train(steps=100) on a fresh model_dir, from the call
               (and from `--t0`, the parent's clock before spawning this process) to the first
               after_run (1 step with use_tpu=False; one device loop of `ipl` steps with
-              use_tpu=True) and to the session being created.
+              use_tpu=True) and to the session being created; `ttfs_call_to_step_100`: from
+              the call to the end of step 100 (the 100th run, or the first device loop).
   train_*     steps/s after a warm-up call: steady (steps between the first and last
               session.run of the N2 call / time: the steady state inside one call), diff
               ((N2 - N1) / (t(N2) - t(N1)) over two whole calls), per call (N2 / t(N2)).
@@ -85,6 +86,8 @@ def main():
   out['ttfs_call_to_session'] = hook.created - start
   out['ttfs_call_to_first_run'] = hook.after[0] - start
   out['ttfs_process_to_first_run'] = start_wall + (hook.after[0] - start) - t0
+  # Step 100 done: the 100th one-step run, or the first 100-step device loop.
+  out['ttfs_call_to_step_100'] = hook.after[0 if loop else 99] - start
   out['first_run_steps'] = args.ipl if loop else 1
 
   # Training throughput.

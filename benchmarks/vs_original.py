@@ -48,6 +48,7 @@ METRICS = [
     ('predict_diff', 'predict examples/s, diff', 0, True),
     ('predict_call', 'predict examples/s, per call', 0, True),
     ('ttfs_call_to_first_run', 'train() call -> 1st run (s)', 3, False),
+    ('ttfs_call_to_step_100', 'train() call -> step 100 done (s)', 3, False),
     ('tf_imported', 'spawn -> TF imported (s)', 2, False),
     ('imported', 'spawn -> estimator imported (s)', 2, False),
     ('ttfs_process_to_first_run', 'spawn -> 1st run (s)', 2, False),
