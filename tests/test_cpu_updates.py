@@ -97,11 +97,14 @@ def test_outside_tpu_estimator_loops_adam_is_untouched(tmp_path):
   assert ops.count('ResourceApplyAdam') == 1
 
 
-def test_size_range_and_locking():
-  # Inside the scope only mid-size, unlocked updates change; outside nothing does.
-  def apply_ops(size, use_locking=False, active=True):
+def test_size_range_model_size_and_locking():
+  # Inside the scope only mid-size, unlocked updates in small models change; outside nothing
+  # does.
+  def apply_ops(size, use_locking=False, active=True, other_elements=0):
     with tf.Graph().as_default() as graph, cpu_updates.elementwise_adam(active):
       var = v1.get_variable('v', [size], initializer=tf.ones_initializer())
+      if other_elements:  # another trainable variable the optimizer does not update here
+        v1.get_variable('other', [other_elements], initializer=tf.zeros_initializer())
       v1.train.AdamOptimizer(0.1, use_locking=use_locking).minimize(tf.reduce_sum(var * var))
       return [op.type for op in graph.get_operations()].count('ResourceApplyAdam')
 
@@ -111,3 +114,6 @@ def test_size_range_and_locking():
   assert apply_ops(cpu_updates.MAX_ELEMENTS + 1) == 1
   assert apply_ops(4096, use_locking=True) == 1
   assert apply_ops(4096, active=False) == 1
+  # In a large model the step is compute-bound: the fused kernel stays everywhere.
+  assert apply_ops(4096, other_elements=cpu_updates.MAX_MODEL_ELEMENTS - 4096) == 0
+  assert apply_ops(4096, other_elements=cpu_updates.MAX_MODEL_ELEMENTS - 4095) == 1

@@ -10,10 +10,16 @@ per update in a graph loop on 2 cores, fused vs element-wise: 256 elements 3 vs 
 8 us; 2,048: 25 vs 10 us; 32,768: 73 vs 36 us; 40,000: 69 vs 45 us; 65,536: 78 vs 130 us;
 1M: 453 vs 1,376 us.
 
+That only pays where the step is short.  In a compute-bound model (784-1024-1024-10, 1.9M
+parameters) the few mid-size updates (biases) cost nothing either way, yet element-wise they
+slowed the step ~6% (median of 7 interleaved rounds, 78 vs 83 steps/s): the extra small ops
+interleave with the large matmuls.  So models with more than `MAX_MODEL_ELEMENTS` trainable
+elements keep the fused kernel throughout.
+
 Inside `elementwise_adam()` (what steps.py wraps around the training device loop on CPU
-replicas), dense Adam updates of resource variables with more than `MIN_ELEMENTS` and at most
-`MAX_ELEMENTS` elements are built as element-wise ops instead: the same formula, on the same
-slot variables (`.../Adam`,
+replicas), in models of at most `MAX_MODEL_ELEMENTS` trainable elements, dense Adam updates of
+resource variables with more than `MIN_ELEMENTS` and at most `MAX_ELEMENTS` elements are built
+as element-wise ops instead: the same formula, on the same slot variables (`.../Adam`,
 `.../Adam_1`, `beta1_power`, `beta2_power`), so checkpoints are unchanged and results agree
 with the fused kernel to float rounding.  Everything else (larger or unknown-size variables,
 `use_locking=True`, sparse updates, reference variables, GPU replicas, training without a
@@ -21,6 +27,7 @@ device loop) keeps the fused kernel.
 """
 import contextlib
 import threading
+import weakref
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_training_ops
@@ -29,12 +36,26 @@ from tensorflow.python.training import adam as _v1_adam
 
 MIN_ELEMENTS = 256  # between the measured crossover sizes above
 MAX_ELEMENTS = 49152
+MAX_MODEL_ELEMENTS = 1 << 20
+
+_model_sizes = weakref.WeakKeyDictionary()  # graph -> its trainable elements (None: unknown)
 
 _state = threading.local()
 
 
 def _enabled():
   return getattr(_state, 'enabled', False)
+
+
+def _small_model():
+  """Whether the graph's trainable variables hold at most MAX_MODEL_ELEMENTS elements (all
+  exist once an optimizer applies gradients)."""
+  graph = tf.compat.v1.get_default_graph()
+  if graph not in _model_sizes:
+    sizes = [v.shape.num_elements() for v in tf.compat.v1.trainable_variables()]
+    _model_sizes[graph] = None if None in sizes else sum(sizes)
+  total = _model_sizes[graph]
+  return total is not None and total <= MAX_MODEL_ELEMENTS
 
 
 def _elementwise_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
@@ -65,7 +86,7 @@ class _TrainingOps:
                           grad, use_locking=False, use_nesterov=False, name=None):
     size = grad.shape.num_elements()
     if (_enabled() and not use_locking and not use_nesterov and size is not None and
-        MIN_ELEMENTS < size <= MAX_ELEMENTS):
+        MIN_ELEMENTS < size <= MAX_ELEMENTS and _small_model()):
       return _elementwise_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2,
                                      epsilon, grad)
     return gen_training_ops.resource_apply_adam(
