@@ -39,6 +39,7 @@ MAX_ELEMENTS = 49152
 MAX_MODEL_ELEMENTS = 1 << 20
 
 _model_sizes = weakref.WeakKeyDictionary()  # graph -> its trainable elements (None: unknown)
+_coefficient_cache = weakref.WeakKeyDictionary()  # graph -> {(device, inputs): scalars}
 
 _state = threading.local()
 
@@ -58,14 +59,27 @@ def _small_model():
   return total is not None and total <= MAX_MODEL_ELEMENTS
 
 
+def _coefficients(device, beta1_power, beta2_power, lr, beta1, beta2):
+  """(lr_t, 1 - beta1, 1 - beta2): the scalars every variable's update uses, built once per
+  graph and device instead of once per variable."""
+  per_graph = _coefficient_cache.setdefault(tf.compat.v1.get_default_graph(), {})
+  key = (device,) + tuple(t.ref() for t in (beta1_power, beta2_power, lr, beta1, beta2))
+  if key not in per_graph:
+    lr_t = lr * tf.sqrt(1 - beta2_power) / (1 - beta1_power)
+    per_graph[key] = (lr_t, 1 - beta1, 1 - beta2)
+  return per_graph[key]
+
+
 def _elementwise_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
                             grad):
   """ResourceApplyAdam's update (without nesterov), as element-wise ops."""
   dtype = grad.dtype.base_dtype
-  read = lambda handle: resource_variable_ops.read_variable_op(handle, dtype)
-  lr_t = lr * tf.sqrt(1 - beta2_power) / (1 - beta1_power)
-  m_t = read(m) + (grad - read(m)) * (1 - beta1)
-  v_t = read(v) + (tf.square(grad) - read(v)) * (1 - beta2)
+  lr_t, one_minus_beta1, one_minus_beta2 = _coefficients(
+      var.device, beta1_power, beta2_power, lr, beta1, beta2)
+  m_old = resource_variable_ops.read_variable_op(m, dtype)
+  v_old = resource_variable_ops.read_variable_op(v, dtype)
+  m_t = m_old + (grad - m_old) * one_minus_beta1
+  v_t = v_old + (tf.square(grad) - v_old) * one_minus_beta2
   slots = [resource_variable_ops.assign_variable_op(m, m_t),
            resource_variable_ops.assign_variable_op(v, v_t)]
   with tf.control_dependencies(slots):
