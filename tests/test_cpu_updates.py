@@ -1,6 +1,8 @@
 """Adam in CPU device loops: mid-size variables are updated with element-wise ops instead of the
 fused ResourceApplyAdam kernel (faster on CPU), with the same results and checkpoints."""
 import collections
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -117,3 +119,21 @@ def test_size_range_model_size_and_locking():
   # In a large model the step is compute-bound: the fused kernel stays everywhere.
   assert apply_ops(4096, other_elements=cpu_updates.MAX_MODEL_ELEMENTS - 4096) == 0
   assert apply_ops(4096, other_elements=cpu_updates.MAX_MODEL_ELEMENTS - 4095) == 1
+
+
+def test_training_graphs_are_freed_after_train(tmp_path):
+  # The update's scalars are cached per graph; the cache must not keep old graphs alive
+  # (each train() call builds a new one).
+  graphs = []
+
+  class _Graphs(v1.train.SessionRunHook):
+
+    def begin(self):
+      graphs.append(weakref.ref(v1.get_default_graph()))
+
+  est = te.TPUEstimator(_model_fn, config=tpu_config(1, 4, model_dir=str(tmp_path)),
+                        use_tpu=True, train_batch_size=16)
+  for _ in range(3):
+    est.train(_input_fn, steps=4, hooks=[_Graphs()])
+  gc.collect()
+  assert len(graphs) == 3 and all(ref() is None for ref in graphs)

@@ -108,12 +108,10 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
   is written when `train()` returns; graph.pbtxt is replaced atomically.
   """
 
-  background_graph_write = True
   _graph_writer = None
 
   def after_create_session(self, session, coord):
-    if not self.background_graph_write:
-      return super().after_create_session(session, coord)
+    del coord
     global_step = session.run(self._global_step_tensor)
     self._graph_writer = threading.Thread(target=self._write_graph,
                                           args=(_v1.get_default_graph(),),
@@ -121,7 +119,6 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
     self._graph_writer.start()
     self._save(session, global_step)  # the state at `global_step`, before any step
     self._timer.update_last_triggered_step(global_step)
-    return None
 
   def _write_graph(self, graph):
     graph_def = graph.as_graph_def(add_shapes=True)

@@ -27,7 +27,6 @@ device loop) keeps the fused kernel.
 """
 import contextlib
 import threading
-import weakref
 
 import tensorflow as tf
 from tensorflow.python.ops import gen_training_ops
@@ -38,10 +37,16 @@ MIN_ELEMENTS = 256  # between the measured crossover sizes above
 MAX_ELEMENTS = 49152
 MAX_MODEL_ELEMENTS = 1 << 20
 
-_model_sizes = weakref.WeakKeyDictionary()  # graph -> its trainable elements (None: unknown)
-_coefficient_cache = weakref.WeakKeyDictionary()  # graph -> {(device, inputs): scalars}
-
 _state = threading.local()
+
+
+def _graph_cache():
+  """A dict kept on the current graph, so it lives and dies with it (a global map from graphs
+  to their tensors would keep every graph alive)."""
+  graph = tf.compat.v1.get_default_graph()
+  if not hasattr(graph, '_tpu_estimator_adam_cache'):
+    graph._tpu_estimator_adam_cache = {}  # pylint: disable=protected-access
+  return graph._tpu_estimator_adam_cache  # pylint: disable=protected-access
 
 
 def _enabled():
@@ -51,23 +56,23 @@ def _enabled():
 def _small_model():
   """Whether the graph's trainable variables hold at most MAX_MODEL_ELEMENTS elements (all
   exist once an optimizer applies gradients)."""
-  graph = tf.compat.v1.get_default_graph()
-  if graph not in _model_sizes:
+  cache = _graph_cache()
+  if 'model_elements' not in cache:
     sizes = [v.shape.num_elements() for v in tf.compat.v1.trainable_variables()]
-    _model_sizes[graph] = None if None in sizes else sum(sizes)
-  total = _model_sizes[graph]
+    cache['model_elements'] = None if None in sizes else sum(sizes)
+  total = cache['model_elements']
   return total is not None and total <= MAX_MODEL_ELEMENTS
 
 
 def _coefficients(device, beta1_power, beta2_power, lr, beta1, beta2):
   """(lr_t, 1 - beta1, 1 - beta2): the scalars every variable's update uses, built once per
   graph and device instead of once per variable."""
-  per_graph = _coefficient_cache.setdefault(tf.compat.v1.get_default_graph(), {})
+  cache = _graph_cache()
   key = (device,) + tuple(t.ref() for t in (beta1_power, beta2_power, lr, beta1, beta2))
-  if key not in per_graph:
+  if key not in cache:
     lr_t = lr * tf.sqrt(1 - beta2_power) / (1 - beta1_power)
-    per_graph[key] = (lr_t, 1 - beta1, 1 - beta2)
-  return per_graph[key]
+    cache[key] = (lr_t, 1 - beta1, 1 - beta2)
+  return cache[key]
 
 
 def _elementwise_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
