@@ -223,7 +223,9 @@ def build_eval(plan, model_fn, host_input, num_steps):
   if spec.eval_metrics is not None:
     metrics = host_calls.call_metric_fn(spec.eval_metrics[0], tensors)
   counted = tf.math.count_nonzero(rows > 0, dtype=tf.int64)
-  loss_metric = _v1.metrics.mean(losses, weights=tf.cast(rows > 0, tf.float32))
+  # The mean over the batches that had rows.  (Weights of dynamic shape would make
+  # metrics.mean build a conditional shape assertion: functions to trace and instantiate.)
+  loss_metric = _v1.metrics.mean(tf.boolean_mask(losses, rows > 0))
   update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
   return Built({'update': update}, [loop_hook], scaffold_of(spec),
