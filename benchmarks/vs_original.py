@@ -19,7 +19,8 @@ The reference python is $REFERENCE_PYTHON, --reference, or
 Targets (issue): train (small MLP) >= 2.5x original; evaluate and predict examples/s >= 1.5x
 original; time to first step <= original's.
 `--optimizer elementwise_adam` runs every config with the model_fn whose Adam is element-wise
-ops instead of tf.compat.v1.train.AdamOptimizer's fused kernel (see models.py).
+ops instead of tf.compat.v1.train.AdamOptimizer's fused kernel (see models.py).  scikit-learn
+is hidden from every process unless --keep-sklearn (see original_compat_program.py).
 """
 import argparse
 import json
@@ -81,12 +82,17 @@ def main():
   parser.add_argument('--reference', default=os.environ.get('REFERENCE_PYTHON',
                                                             DEFAULT_REFERENCE))
   parser.add_argument('--optimizer', choices=M.OPTIMIZERS, default='v1_adam')
+  parser.add_argument('--keep-sklearn', action='store_true',
+                      help="don't hide scikit-learn from the processes (see "
+                           'original_compat_program.py)')
   args = parser.parse_args()
   if not os.path.exists(args.reference):
     sys.exit('reference python not found: %s (run bash /work/shared/tools/reference-venv.sh)'
              % args.reference)
   rounds = args.rounds or (1 if args.quick else 5)
   optimizer = ['--optimizer', args.optimizer]
+  if args.keep_sklearn:
+    optimizer.append('--keep-sklearn')
   configs = [
       ('orig', args.reference, ['--impl', 'orig'] + optimizer),
       ('ours cpu', sys.executable, ['--impl', 'ours'] + optimizer),
@@ -97,7 +103,10 @@ def main():
                  (' (--quick)' if args.quick else ''))
   print('orig: %s, use_tpu=False | ours cpu: use_tpu=False | ours tpu1: use_tpu=True, 1 shard, '
         'ipl=100\nsmall MLP 64-256-10, batch 128, optimizer %s; %d round(s) of fresh '
-        'processes' % (args.reference, args.optimizer, rounds), flush=True)
+        'processes; scikit-learn %s' % (
+            args.reference, args.optimizer, rounds,
+            'importable' if args.keep_sklearn else 'hidden in every process (the reference '
+            'venv has none)'), flush=True)
   results = {name: [] for name, _, _ in configs}
   for r in range(rounds):
     for name, python, extra in configs:
