@@ -348,18 +348,24 @@ def test_host_call_tf2_summaries(runs, which):
 # ---------------------------------------------------------------------------------------------
 # Model dirs across implementations (round 2)
 
+def _check_reads(writer, reader, loading, evaluating, predicting):
+  """`reader`, on `writer`'s model_dir, loads its SavedModel (both tag sets) and evaluates and
+  predicts as `writer` did.  The other arguments name each check in failures."""
+  loaded = _action(reader, 'load_export')['loaded']
+  assert loaded['tags'] == [['serve'], ['serve', 'tpu']]
+  assert_close(_action(writer, 'export')['loaded']['outputs'], loaded['outputs'], loading)
+  assert_close(_action(writer, 'evaluate')['metrics'], _action(reader, 'evaluate')['metrics'],
+               evaluating)
+  assert_close(_action(writer, 'predict')['predictions'],
+               _action(reader, 'predict')['predictions'], predicting)
+
+
 def test_ours_sharded_reads_exports_and_resumes_the_originals_model_dir(runs):
   """A model_dir the original wrote: ours (2 shards) evaluates, predicts and exports it as the
   original did, loads the original's SavedModel, then trains on from step 12 to 20."""
   orig, ours = _result(runs, 'orig_single', 'ours_resumes_orig')
-  loaded = _action(ours, 'load_export')['loaded']
-  assert loaded['tags'] == [['serve'], ['serve', 'tpu']]
-  assert_close(_action(orig, 'export')['loaded']['outputs'], loaded['outputs'],
-               "ours loading the original's export")
-  assert_close(_action(orig, 'evaluate')['metrics'], _action(ours, 'evaluate')['metrics'],
-               "evaluating the original's checkpoint")
-  assert_close(_action(orig, 'predict')['predictions'], _action(ours, 'predict')['predictions'],
-               "predicting from the original's checkpoint")
+  _check_reads(orig, ours, "ours loading the original's export",
+               "evaluating the original's checkpoint", "predicting from the original's checkpoint")
   exported = _action(ours, 'export')['loaded']
   assert exported['tags'] == [['serve'], ['serve', 'tpu']]
   assert_close(_action(orig, 'export')['loaded']['outputs'], exported['outputs'],
@@ -374,13 +380,8 @@ def test_original_reads_exports_and_resumes_our_sharded_model_dir(runs):
   """The reverse: the original evaluates, predicts, exports and resumes the model_dir ours
   wrote with 2 shards, and loads ours' SavedModel."""
   ours, orig = _result(runs, 'ours_sharded', 'orig_resumes_ours')
-  loaded = _action(orig, 'load_export')['loaded']
-  assert loaded['tags'] == [['serve'], ['serve', 'tpu']]
-  assert_close(_action(ours, 'export')['loaded']['outputs'], loaded['outputs'],
-               "the original loading our export")
-  assert_close(_action(ours, 'evaluate')['metrics'], _action(orig, 'evaluate')['metrics'],
-               'the original evaluating our checkpoint')
-  assert_close(_action(ours, 'predict')['predictions'], _action(orig, 'predict')['predictions'],
+  _check_reads(ours, orig, 'the original loading our export',
+               'the original evaluating our checkpoint',
                'the original predicting from our checkpoint')
   assert _action(orig, 'train')['global_step'] == TOTAL_STEPS
 

@@ -358,19 +358,24 @@ def test_resumed_train_does_not_rewrite_latest_checkpoint_in_place(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # SIGTERM (preemption)
 
-@pytest.mark.parametrize('kind', ['estimator', 'tpu'])
-def test_sigterm_saves_at_current_step_then_exits_with_sigterm(server, tmp_path, kind):
-  model_dir = str(tmp_path / 'model')
-  ipl = 5
-  child = server.start('sigterm_trainer', model_dir=model_dir, kind=kind, ipl=ipl)
+def _sigterm_after_step(child, step):
+  """SIGTERM once the trainer reported `step`; (exit code, the steps it reported)."""
   try:
-    child.wait_for(lambda w, t: w == 'STEP' and int(t) >= 20, 90, 'step 20')
+    child.wait_for(lambda w, t: w == 'STEP' and int(t) >= step, 90, 'step %d' % step)
     assert child.signal(signal.SIGTERM)
     code = child.wait_exit(60)
   finally:
     if not child.exited:
       child.kill()
-  steps = [int(t) for _, _, t in child.lines('STEP')]
+  return code, [int(t) for _, _, t in child.lines('STEP')]
+
+
+@pytest.mark.parametrize('kind', ['estimator', 'tpu'])
+def test_sigterm_saves_at_current_step_then_exits_with_sigterm(server, tmp_path, kind):
+  model_dir = str(tmp_path / 'model')
+  ipl = 5
+  child = server.start('sigterm_trainer', model_dir=model_dir, kind=kind, ipl=ipl)
+  code, steps = _sigterm_after_step(child, 20)
   assert code == -signal.SIGTERM, (code, child.lines()[-5:])
   assert not child.lines('RETURNED')
   if kind == 'tpu':
@@ -391,14 +396,7 @@ def test_sigterm_calls_the_programs_own_handler_after_the_checkpoint(server, tmp
   model_dir = str(tmp_path / 'model')
   child = server.start('sigterm_trainer', model_dir=model_dir, kind='estimator',
                        own_handler=True)
-  try:
-    child.wait_for(lambda w, t: w == 'STEP' and int(t) >= 10, 90, 'step 10')
-    assert child.signal(signal.SIGTERM)
-    code = child.wait_exit(60)
-  finally:
-    if not child.exited:
-      child.kill()
-  steps = [int(t) for _, _, t in child.lines('STEP')]
+  code, steps = _sigterm_after_step(child, 10)
   handler = child.lines('HANDLER')
   assert code == 0, (code, child.lines()[-5:])
   assert len(handler) == 1, child.lines()[-5:]
