@@ -124,7 +124,7 @@ def test_loss_of_shape_1_is_reshaped_to_scalar(graph):
 
 @pytest.mark.parametrize('shape', [[2, 3], [2]])
 def test_loss_not_scalar_rejected(graph, shape):
-  with pytest.raises(ValueError, match=_match('`loss` must be a scalar', str(tuple(shape)))):
+  with pytest.raises(ValueError, match=_match('Loss must be scalar', str(tuple(shape)))):
     te.EstimatorSpec(EVAL, loss=tf.zeros(shape))
 
 

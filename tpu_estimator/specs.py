@@ -55,8 +55,9 @@ def check_loss(loss, mode):
   if shape.rank == 1 and shape[0] == 1:
     loss = tf.reshape(loss, [])
   elif shape.rank is not None and shape.rank != 0:
-    raise errors.value_error('`loss` must be a scalar.', 'Reduce it, e.g. tf.reduce_mean(loss).',
-                             loss_shape=str(shape))
+    # The original's words first ("Loss must be scalar, given: ..."), then ours.
+    raise errors.value_error('Loss must be scalar, given: %s.' % (loss,),
+                             'Reduce it, e.g. tf.reduce_mean(loss).', loss_shape=str(shape))
   return loss
 
 
@@ -82,7 +83,8 @@ def _check_predictions(predictions, mode):
       if not isinstance(value, tf.Tensor):
         raise errors.type_error('predictions[%r] must be a Tensor.' % (key,), value=value)
   elif not isinstance(predictions, tf.Tensor):
-    raise errors.type_error('`predictions` must be a Tensor or a dict of Tensors.',
+    raise errors.type_error('predictions must be Tensor, given: %r: `predictions` must be a '
+                            'Tensor or a dict of Tensors.' % (predictions,),
                             predictions=predictions)
   return predictions
 
@@ -103,9 +105,7 @@ def check_metric_ops(eval_metric_ops):
   return dict(eval_metric_ops)
 
 
-def _check_export_outputs(export_outputs, predictions, mode):
-  if mode != ModeKeys.PREDICT:
-    return export_outputs
+def _check_export_output_types(export_outputs):
   if export_outputs is not None:
     if not isinstance(export_outputs, dict):
       raise errors.type_error('`export_outputs` must be a dict.', export_outputs=export_outputs)
@@ -114,6 +114,12 @@ def _check_export_outputs(export_outputs, predictions, mode):
         raise errors.type_error(
             'Values in `export_outputs` must be ExportOutput objects '
             '(PredictOutput, ClassificationOutput, RegressionOutput).', key=key, value=value)
+
+
+def _check_export_outputs(export_outputs, predictions, mode):
+  if mode != ModeKeys.PREDICT:
+    return export_outputs
+  _check_export_output_types(export_outputs)
   return _export_utils.get_export_outputs(export_outputs, predictions)
 
 
@@ -208,7 +214,15 @@ class TPUEstimatorSpec(
   def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metrics=None,
               export_outputs=None, scaffold_fn=None, host_call=None, training_hooks=None,
               evaluation_hooks=None, prediction_hooks=None):
+    # The original validated loss, train_op and predictions here too, with the same rules as
+    # EstimatorSpec: a spec missing its train_op fails where it is built, not steps later.
     _check_mode(mode)
+    loss = check_loss(loss, mode)
+    train_op = _check_train_op(train_op, mode)
+    if predictions is not None or mode == ModeKeys.PREDICT:
+      _check_predictions(predictions, mode)
+    if mode == ModeKeys.PREDICT:
+      _check_export_output_types(export_outputs)
     _check_host_fn('eval_metrics', eval_metrics)
     _check_host_fn('host_call', host_call)
     if scaffold_fn is not None and not callable(scaffold_fn):
