@@ -1,0 +1,304 @@
+"""The legacy estimator namespaces and the import machinery every compat part shares.
+
+`Namespace` is a module object standing for a legacy API namespace (`tf.estimator`,
+`tensorflow_estimator.python.estimator.model_fn`, `tf.contrib.layers`, ...): it holds our
+objects under the original's names, and a name it does not hold raises an AttributeError that
+says what to use instead.  `LegacyFinder` (one per process, first on `sys.meta_path`) makes
+modules on demand for import paths under registered prefixes, and turns imports of legacy
+modules nobody provides into a ModuleNotFoundError that says why.  `build()` makes the
+estimator namespaces, by the `sys.modules` name each is registered under.
+"""
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+import tpu_estimator as _te
+from tpu_estimator import export as _export
+from tpu_estimator.compat import tf_modules
+
+from tensorflow.python.saved_model.model_utils import export_output as _export_output
+
+README_SECTION = "See README.md, 'Running legacy programs'."
+
+# ---------------------------------------------------------------------------------------------
+# What each legacy namespace holds: the original's public names (tensorflow-estimator 2.15).
+
+HOOK_NAMES = (
+    'CheckpointSaverHook', 'CheckpointSaverListener', 'FeedFnHook', 'FinalOpsHook',
+    'GlobalStepWaiterHook', 'LoggingTensorHook', 'NanTensorHook', 'ProfilerHook',
+    'SecondOrStepTimer', 'SessionRunArgs', 'SessionRunContext', 'SessionRunHook',
+    'SessionRunValues', 'StepCounterHook', 'StopAtStepHook', 'SummarySaverHook', 'VocabInfo')
+ESTIMATOR_NAMES = (
+    'BestExporter', 'Estimator', 'EstimatorSpec', 'EvalSpec', 'Exporter', 'FinalExporter',
+    'LatestExporter', 'ModeKeys', 'NanLossDuringTrainingError', 'RunConfig', 'TrainSpec',
+    'WarmStartSettings', 'train_and_evaluate') + HOOK_NAMES
+EXPORT_NAMES = (
+    'ClassificationOutput', 'EvalOutput', 'ExportOutput', 'PredictOutput', 'RegressionOutput',
+    'ServingInputReceiver', 'TensorServingInputReceiver',
+    'build_parsing_serving_input_receiver_fn', 'build_raw_serving_input_receiver_fn')
+EXPERIMENTAL_NAMES = (
+    'InMemoryEvaluatorHook', 'build_raw_supervised_input_receiver_fn',
+    'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook', 'stop_if_higher_hook',
+    'stop_if_lower_hook', 'stop_if_no_decrease_hook', 'stop_if_no_increase_hook')
+TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
+             'TPUEstimatorSpec', 'ExportSavedModelApiVersion')
+
+_CANNED = ('canned estimators and heads are not part of tpu_estimator, which re-implements the '
+           'model_fn core: write a model_fn (e.g. with tf.compat.v1.layers or Keras layers)')
+_MISSING_HINTS = {
+    'inputs': 'build the input in input_fn with tf.data.Dataset.from_tensor_slices',
+    'numpy_input_fn': 'build the input in input_fn with tf.data.Dataset.from_tensor_slices',
+    'pandas_input_fn': 'build the input in input_fn with '
+                       'tf.data.Dataset.from_tensor_slices(dict(dataframe))',
+    'add_metrics': "return the metrics from model_fn (EstimatorSpec.eval_metric_ops or "
+                   "TPUEstimatorSpec.eval_metrics)",
+    'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
+                           'drive; use tf.nn.embedding_lookup in model_fn',
+    'classifier_parse_example_spec': 'build the feature spec with tf.io.FixedLenFeature',
+    'regressor_parse_example_spec': 'build the feature spec with tf.io.FixedLenFeature',
+}
+_CANNED_MARKERS = ('Classifier', 'Regressor', 'Head', 'DNN', 'Linear', 'Baseline', 'KMeans',
+                   'RNN', 'BoostedTrees', 'logit_fn')
+
+
+def missing_message(qualname, name):
+  """The AttributeError text for a name an estimator namespace does not hold."""
+  hint = _MISSING_HINTS.get(name)
+  if hint is None and any(marker in name for marker in _CANNED_MARKERS):
+    hint = _CANNED
+  text = '%s.%s is not provided by tpu_estimator' % (qualname, name)
+  return text + (': %s.' % hint if hint else '.') + ' ' + README_SECTION
+
+
+class Namespace(types.ModuleType):
+  """A module object standing for a legacy API namespace.  A name it does not hold is looked
+  up in `fallback` (a module or None), else raises an AttributeError with
+  `missing(qualname, name)`."""
+
+  def __init__(self, name, qualname, values, fallback=None, missing=missing_message):
+    super().__init__(name, 'tpu_estimator stand-in for `%s`.' % qualname)
+    self.__dict__.update(values)
+    self.__dict__['_legacy_qualname'] = qualname
+    self.__dict__['_legacy_fallback'] = fallback
+    self.__dict__['_legacy_missing'] = missing
+    self.__path__ = []  # a package: submodules are registered in sys.modules
+    self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+
+  def __getattr__(self, name):
+    if name.startswith('_'):
+      raise AttributeError(name)
+    fallback = self.__dict__['_legacy_fallback']
+    if fallback is not None and hasattr(fallback, name):
+      return getattr(fallback, name)
+    raise AttributeError(self.__dict__['_legacy_missing'](self.__dict__['_legacy_qualname'],
+                                                          name))
+
+  def __dir__(self):
+    names = set(k for k in self.__dict__ if not k.startswith('_'))
+    fallback = self.__dict__['_legacy_fallback']
+    if fallback is not None:
+      names.update(k for k in dir(fallback) if not k.startswith('_'))
+    return sorted(names)
+
+
+class _Alias(importlib.abc.Loader):
+  """Loads a module name as an object that already exists (importlib keeps whatever
+  `sys.modules[name]` holds after `exec_module`, and the target's own `__spec__` is kept)."""
+
+  def __init__(self, target):
+    self.target = target
+
+  def create_module(self, spec):
+    return None
+
+  def exec_module(self, module):
+    sys.modules[module.__name__] = self.target
+
+
+class LegacyFinder(importlib.abc.MetaPathFinder):
+  """Imports under registered prefixes: `makers[prefix](fullname)` returns the module object
+  for that name (or None); names no maker provides under a `missing` prefix raise
+  ModuleNotFoundError(`missing[prefix](fullname)`).  Other names are left to Python."""
+
+  def __init__(self):
+    self.makers = {}   # prefix -> make(fullname) -> module or None
+    self.missing = {}  # prefix -> message(fullname)
+
+  def find_spec(self, fullname, path=None, target=None):
+    del path, target
+    if fullname in sys.modules:
+      return None
+    for prefix, make in list(self.makers.items()):
+      if fullname.startswith(prefix):
+        module = make(fullname)
+        if module is not None:
+          return importlib.machinery.ModuleSpec(fullname, _Alias(module), is_package=True)
+    for prefix, message in list(self.missing.items()):
+      if fullname.startswith(prefix):
+        raise ModuleNotFoundError(message(fullname), name=fullname)
+    return None
+
+
+_FINDER = []
+
+
+def finder():
+  """The process's LegacyFinder, first on sys.meta_path (added on first call)."""
+  if not _FINDER:
+    _FINDER.append(LegacyFinder())
+    sys.meta_path.insert(0, _FINDER[0])
+  return _FINDER[0]
+
+
+def register(mods):
+  """Puts `mods` (name -> module) in sys.modules, each child also an attribute of its parent
+  when the parent is one of ours or already imported."""
+  for name, module in mods.items():
+    sys.modules[name] = module
+  for name, module in mods.items():
+    parent, _, child = name.rpartition('.')
+    holder = mods.get(parent, sys.modules.get(parent))
+    if holder is not None and child not in holder.__dict__:
+      setattr(holder, child, module)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the estimator namespaces (once per process).
+
+def _ours(name):
+  """Our object for one of the original's public names, or None."""
+  special = {'RunConfig': _te.EstimatorRunConfig}
+  if name in special:
+    return special[name]
+  if hasattr(_te, name):
+    return getattr(_te, name)
+  if name in HOOK_NAMES:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    return getattr(tf.compat.v1.train, name, None)
+  return None
+
+
+def pick(names, lookup):
+  """{name: lookup(name)} for the names whose lookup is not None."""
+  values = {}
+  for name in names:
+    value = lookup(name)
+    if value is not None:
+      values[name] = value
+  return values
+
+
+def _export_object(name):
+  value = getattr(_export, name, None)
+  return value if value is not None else getattr(_export_output, name, None)
+
+
+def _tpu_object(name):
+  return getattr(_te, name, None)  # RunConfig here is the TPU one
+
+
+def _experimental_object(name):
+  experimental = getattr(_te, 'experimental', None)
+  if experimental is not None and hasattr(experimental, name):
+    return getattr(experimental, name)
+  return getattr(_te, name, None)
+
+
+_BUILT = {}
+
+
+def build():
+  """The estimator namespace modules, by the module name each is registered under, plus
+  '_v1' and '_v2' (the `tf.compat.v1.estimator` and `tf.estimator` objects)."""
+  if _BUILT:
+    return _BUILT
+  export = pick(EXPORT_NAMES, _export_object)
+  experimental = pick(EXPERIMENTAL_NAMES, _experimental_object)
+  tpu = pick(TPU_NAMES, _tpu_object)
+  estimator = pick(ESTIMATOR_NAMES, _ours)
+  mods = {}
+
+  def ns(name, qualname, values, **kwargs):
+    mods[name] = Namespace(name, qualname, values, **kwargs)
+    return mods[name]
+
+  def estimator_tree(name, qualname):
+    tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
+    tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
+    subs = {'export': ns(name + '.export', qualname + '.export', export),
+            'experimental': ns(name + '.experimental', qualname + '.experimental',
+                               experimental),
+            'tpu': tpu_ns}
+    return ns(name, qualname, dict(estimator, **subs))
+
+  v1 = estimator_tree('tensorflow.compat.v1.estimator', 'tf.compat.v1.estimator')
+  v2 = estimator_tree('tensorflow.estimator', 'tf.estimator')
+  for suffix in ('', '.export', '.experimental', '.tpu', '.tpu.experimental'):
+    mods['tensorflow.compat.v2.estimator' + suffix] = mods['tensorflow.estimator' + suffix]
+
+  # tensorflow_estimator: the package, its API namespace and the modules legacy code imported;
+  # tensorflow.python.estimator: where TF 1.x programs imported the same modules from.
+  for suffix in ('', '.export', '.experimental', '.tpu', '.tpu.experimental'):
+    mods['tensorflow_estimator.estimator' + suffix] = mods['tensorflow.compat.v1.estimator' +
+                                                           suffix]
+  for base in ('tensorflow_estimator.python.estimator', 'tensorflow.python.estimator'):
+    for name, values in legacy_modules(base, estimator, export, tpu).items():
+      ns(name, name, values)
+  for name in ('tensorflow_estimator', 'tensorflow_estimator.python'):
+    ns(name, name, {})
+  mods['tensorflow_estimator'].estimator = v1
+  # Parents hold their registered children as attributes, as imported packages do.
+  for name, module in mods.items():
+    parent, _, child = name.rpartition('.')
+    if parent in mods and child not in mods[parent].__dict__:
+      setattr(mods[parent], child, module)
+  _BUILT.update(mods)
+  _BUILT['_v1'], _BUILT['_v2'] = v1, v2
+  return _BUILT
+
+
+def legacy_modules(base, estimator, export, tpu):
+  """The modules under `base` (`tensorflow_estimator.python.estimator`, or TF 1.x's
+  `tensorflow.python.estimator`) that legacy code imported from directly."""
+  pick_ = lambda *names: {n: estimator[n] for n in names if n in estimator}
+  return {
+      base: {},
+      base + '.estimator': pick_('Estimator', 'WarmStartSettings', 'VocabInfo'),
+      base + '.estimator_lib': dict(estimator),
+      base + '.model_fn': pick_('EstimatorSpec', 'ModeKeys'),
+      base + '.mode_keys': pick_('ModeKeys'),
+      base + '.run_config': pick_('RunConfig'),
+      base + '.training': pick_('TrainSpec', 'EvalSpec', 'train_and_evaluate'),
+      base + '.exporter': pick_('Exporter', 'FinalExporter', 'LatestExporter', 'BestExporter'),
+      base + '.export': dict(export),
+      base + '.export.export': dict(export),
+      base + '.export.export_lib': dict(export),
+      base + '.export.export_output': {n: export[n] for n in export if n.endswith('Output')},
+      base + '.tpu': {},
+      base + '.tpu.tpu_estimator': {n: tpu[n] for n in ('TPUEstimator', 'TPUEstimatorSpec',
+                                                        'ExportSavedModelApiVersion')},
+      base + '.tpu.tpu_config': {n: tpu[n] for n in ('TPUConfig', 'RunConfig',
+                                                     'InputPipelineConfig')},
+      base + '.tpu.tpu_optimizer': {'CrossShardOptimizer': _te.CrossShardOptimizer},
+  }
+
+
+def install(v2_modules, v1_modules):
+  """Registers the estimator namespaces and sets `estimator` on TensorFlow's API modules."""
+  mods = build()
+  for name, module in mods.items():
+    if not name.startswith('_'):
+      sys.modules[name] = module
+  python = sys.modules.get('tensorflow.python')
+  if python is not None:
+    tf_modules.set_attr(python, 'estimator', mods['tensorflow.python.estimator'])
+  for module in v2_modules:
+    tf_modules.set_attr(module, 'estimator', mods['_v2'])
+  for module in v1_modules:
+    tf_modules.set_attr(module, 'estimator', mods['_v1'])
+  found = finder()
+  for prefix in ('tensorflow_estimator.', 'tensorflow.python.estimator.'):
+    found.missing[prefix] = lambda fullname: (
+        'No module named %r: tpu_estimator provides only the Estimator/TPUEstimator core of '
+        'tensorflow_estimator (see README.md, "Running legacy programs").' % fullname)
