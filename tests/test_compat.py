@@ -470,7 +470,7 @@ def test_run_passes_arguments_and_keeps_the_exit_code(runs):
 
 def test_run_tf1_module_gives_the_tf1_api_and_fails_on_uncaught_exceptions(runs):
   """`run --tf1 -m MODULE ARGS`: `import tensorflow as tf` is TF1 with tf.contrib.tpu and
-  tf.contrib.cluster_resolver; other tf.contrib modules name their replacement; an uncaught
+  tf.contrib.cluster_resolver; tf.contrib modules not provided name their replacement; an uncaught
   exception exits 1 with its traceback."""
   (report,) = _result(runs, 'cli_tf1_module')
   assert report['argv'][0].endswith('tf1_probe.py') and report['argv'][2:] == ['-m', 'x']
@@ -485,10 +485,10 @@ def test_run_tf1_module_gives_the_tf1_api_and_fails_on_uncaught_exceptions(runs)
   assert report['estimator_tpu'] == report['from_contrib_import_tpu'] == (
       'tpu_estimator.estimator')
   assert report['cluster_resolver'] == 'TPUClusterResolver'
-  assert 'tf.contrib.data' in report['contrib_data_error']
-  assert 'tf.data.experimental' in report['contrib_data_error']
-  assert report['contrib_slim_error'].startswith('ModuleNotFoundError')
-  assert 'tf_slim' in report['contrib_slim_error']
+  assert 'tf.contrib.seq2seq' in report['contrib_seq2seq_error']
+  assert 'tensorflow_addons.seq2seq' in report['contrib_seq2seq_error']
+  assert report['contrib_gan_error'].startswith('ModuleNotFoundError')
+  assert 'tensorflow_gan' in report['contrib_gan_error']
   assert report['compat_v1_is_tf1'] is None  # tf.compat.v1.contrib too
   assert report['layers'].startswith('tf_keras.')
   assert 'RuntimeError: tf1_probe fails on purpose' in runs['logs']['cli_tf1_module']
@@ -539,7 +539,7 @@ def test_install_is_idempotent_and_keeps_tensorflow_working(runs):
   for key in ('idempotent/same modules', 'idempotent/same attributes', 'idempotent/meta_path',
               'core/eager still on', 'core/tf.compat.v1.tpu.rewrite'):
     assert probe[key] is True, key
-  assert probe['missing/no tf.contrib without tf1'] is False
+  assert probe['contrib/tf.compat.v1.contrib without tf1'] is True  # tf.contrib: always
 
 
 def test_install_resolves_every_legacy_name(runs):

@@ -85,11 +85,14 @@ def _add_run(subparsers):
       description='Runs a Python program as __main__ (like `python SCRIPT` or `python -m '
       'MODULE`, arguments passed through, exit code kept) after tpu_estimator.compat.install(): '
       'tf.compat.v1.estimator[.tpu], tf.estimator, tensorflow_estimator and '
-      'tf.compat.v1.tpu.CrossShardOptimizer resolve to tpu_estimator.  With tf_keras installed '
-      "(the [legacy] extra), tf.compat.v1.layers and tf.keras use it.")
+      'tf.compat.v1.tpu.CrossShardOptimizer resolve to tpu_estimator, and tensorflow.contrib '
+      '(tpu, cluster_resolver, layers, data, metrics, training, summary, image, opt, slim, '
+      'framework) imports.  With tf_keras installed (the [legacy] extra), tf.compat.v1.layers '
+      'and tf.keras use it.  A TensorFlow 1.x program stopping on a TF1-only name (tf.flags, '
+      'tf.placeholder, ...) is told to rerun with --tf1.')
   parser.add_argument('--tf1', action='store_true',
                       help='run as TensorFlow 1: v2 behaviour off, `import tensorflow as tf` '
-                      'gives the v1 API with tf.contrib.tpu and tf.contrib.cluster_resolver')
+                      'gives the v1 API (tf.compat.v1, with tf.contrib)')
   parser.add_argument('-m', dest='module', metavar='MODULE',
                       help='run a module (as python -m MODULE) instead of a script')
   parser.add_argument('program', nargs=argparse.REMAINDER, metavar='SCRIPT [ARGS...]',
@@ -145,12 +148,28 @@ def _run_program(args):
       print('tpu-estimator run: no module named %r' % args.module, file=sys.stderr)
       return 1
     sys.argv = [args.module] + list(args.program)  # runpy puts the module's path in argv[0]
-    runpy.run_module(args.module, run_name='__main__', alter_sys=True)
+    run = lambda: runpy.run_module(args.module, run_name='__main__', alter_sys=True)
   else:
     sys.argv = list(args.program)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` does
-    runpy.run_path(script, run_name='__main__')
+    run = lambda: runpy.run_path(script, run_name='__main__')
+  try:
+    run()
+  except (AttributeError, RuntimeError) as e:
+    _add_note(e, compat.tf1_hint(e))
+    raise
   return 0
+
+
+def _add_note(error, note):
+  """Appends `note` to the traceback Python prints for `error` (Python 3.11+: a note; 3.10:
+  the message)."""
+  if not note:
+    return
+  if hasattr(error, 'add_note'):
+    error.add_note('tpu-estimator run: ' + note)
+  elif error.args and isinstance(error.args[0], str):
+    error.args = ('%s\ntpu-estimator run: %s' % (error.args[0], note),) + error.args[1:]
 
 
 # ---------------------------------------------------------------------------------------------

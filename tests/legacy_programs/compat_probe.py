@@ -163,7 +163,7 @@ check('missing/tf.estimator.DNNClassifier', lambda: tf.estimator.DNNClassifier)
 check('missing/tf.compat.v1.estimator.inputs', lambda: tf.compat.v1.estimator.inputs)
 check('missing/import canned', lambda: try_import(
     'import tensorflow_estimator.python.estimator.canned.dnn'))
-check('missing/no tf.contrib without tf1', lambda: hasattr(tf.compat.v1, 'contrib'))
+check('contrib/tf.compat.v1.contrib without tf1', lambda: hasattr(tf.compat.v1, 'contrib'))
 
 # --- TensorFlow core still works -------------------------------------------------------------
 check('core/eager still on', tf.executing_eagerly)

@@ -15,8 +15,8 @@ def error_of(fn):
   return None
 
 
-def import_slim():
-  import tensorflow.contrib.slim  # pylint: disable=g-import-not-at-top,unused-import
+def import_gan():
+  import tensorflow.contrib.gan  # pylint: disable=g-import-not-at-top,unused-import
 
 
 def from_contrib_import_tpu():
@@ -38,8 +38,8 @@ report = {
     'estimator_tpu': tf.estimator.tpu.TPUEstimator.__module__,
     'from_contrib_import_tpu': from_contrib_import_tpu().__module__,
     'cluster_resolver': tf.contrib.cluster_resolver.TPUClusterResolver.__name__,
-    'contrib_data_error': error_of(lambda: tf.contrib.data.map_and_batch),
-    'contrib_slim_error': error_of(import_slim),
+    'contrib_seq2seq_error': error_of(lambda: tf.contrib.seq2seq.BasicDecoder),
+    'contrib_gan_error': error_of(import_gan),
     'compat_v1_is_tf1': error_of(lambda: tf.compat.v1.contrib.tpu.TPUEstimator),
     'layers': tf.layers.dense.__module__,
 }
