@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the project with its test extras into .venv (CPU-only TensorFlow) and runs the tests.
-# Differential tests also build the reference venv (the original tensorflow-estimator 2.15)
-# through ../shared/tools/reference-venv.sh when it is there.
+# The differential and compat tests compare with the original (TF 2.15 + tensorflow-estimator
+# 2.15): they build it once through scripts/reference-venv.sh, in ~/.cache/tpu-estimator-reference
+# ($REFERENCE_VENV) outside the checkout. A machine without Python 3.9-3.11 cannot have it: those
+# tests are then skipped with one reason line (pytest -ra); a failed build fails them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv

@@ -1,14 +1,39 @@
 """The original implementation (tensorflow-estimator 2.15 on TF 2.15) for differential tests:
-its python, built by ../shared/tools/reference-venv.sh, and the environment both sides run in."""
+its python, built by this repo's scripts/reference-venv.sh, and the environment both sides run
+in.
+
+Where the reference cannot exist (no Python 3.9-3.11 on the machine: the script exits 3) the
+tests that need it are skipped, all with one reason (`check`); where it can but building or
+running it fails, they fail: the comparison is the point."""
 import os
 import subprocess
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REFERENCE_SCRIPT = os.path.join(REPO, '..', 'shared', 'tools', 'reference-venv.sh')
+REFERENCE_SCRIPT = os.path.join(REPO, 'scripts', 'reference-venv.sh')
+NO_INTERPRETER = 3  # the script's exit status when no Python 3.9-3.11 is found
+SKIP_REASON = ('the original implementation (TF 2.15) needs Python 3.9-3.11, and this machine '
+               'has none (scripts/reference-venv.sh; set REFERENCE_BASE_PYTHON to one)')
 
 
 class Unavailable(Exception):
   """The reference cannot be built or run: the tests that need it fail with this message."""
+
+
+class NotHere(Unavailable):
+  """The machine has no Python 3.9-3.11, so it cannot have the reference: tests are skipped."""
+
+
+def check(runs):
+  """`runs` (what a session fixture got from the reference), or the test's outcome when it got
+  none: skipped when the reference cannot exist here, failed when it broke.  Raised here, not in
+  the fixture, so `pytest -ra` folds every skip into one line."""
+  if isinstance(runs, NotHere):
+    pytest.skip(SKIP_REASON)
+  if isinstance(runs, Unavailable):
+    pytest.fail(str(runs), pytrace=False)
+  return runs
 
 
 def env(impl):
@@ -24,15 +49,16 @@ def env(impl):
 
 
 def python(who):
-  """The reference venv's python (built on first use); `who` names the tests in messages."""
-  if not os.path.isfile(REFERENCE_SCRIPT):
-    raise Unavailable('%s need the reference venv script %s (the original TPUEstimator on '
-                      'TF 2.15), which is missing.' % (who, os.path.normpath(REFERENCE_SCRIPT)))
+  """The reference venv's python (built on first use); `who` names the tests in messages.
+  Raises NotHere when the machine cannot have the reference at all, Unavailable when it
+  could but building or running it failed."""
   try:
     proc = subprocess.run(['bash', REFERENCE_SCRIPT], capture_output=True, text=True,
                           timeout=1800, env=env('orig'))
   except subprocess.TimeoutExpired:
     raise Unavailable('%s did not finish within 30 minutes.' % REFERENCE_SCRIPT) from None
+  if proc.returncode == NO_INTERPRETER:
+    raise NotHere(SKIP_REASON)
   lines = proc.stdout.strip().splitlines()
   if proc.returncode != 0 or not lines or not os.path.isfile(lines[-1]):
     raise Unavailable('%s failed (exit %d), so the original implementation is not available '
