@@ -13,5 +13,8 @@ python3 -m venv .venv
 # the full `tensorflow` wheel; tensorflow-cpu provides the same module, so skip that download.
 tf_version=$(.venv/bin/python -c "from importlib.metadata import version; print('.'.join(version('tensorflow-cpu').split('.')[:2]))")
 .venv/bin/python -m pip install -q --no-deps "tf_keras~=${tf_version}.0"
+# tensorflow_hub (imported at module level by legacy programs; tests/test_contrib_imports.py)
+# depends on tf_keras, so the same applies.
+.venv/bin/python -m pip install -q --no-deps "tensorflow_hub>=0.16"
 export TF_CPP_MIN_LOG_LEVEL=2
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

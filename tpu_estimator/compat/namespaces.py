@@ -136,7 +136,9 @@ class LegacyFinder(importlib.abc.MetaPathFinder):
           return importlib.machinery.ModuleSpec(fullname, _Alias(module), is_package=True)
     for prefix, message in list(self.missing.items()):
       if fullname.startswith(prefix):
-        raise ModuleNotFoundError(message(fullname), name=fullname)
+        # No `name=`: `from package import X` swallows the error of a module named X and
+        # raises a bare "cannot import name", losing what this one says.
+        raise ModuleNotFoundError(message(fullname))
     return None
 
 

@@ -231,6 +231,8 @@ def _missing_module(fullname):
   parts = fullname.split('.')
   if len(parts) == 3 or parts[2] not in _State.provided:
     return 'No module named %r: %s' % (fullname, module_message(parts[2]))
+  if len(parts) == 4:  # `from tensorflow.contrib.X import name` for a name X does not hold
+    return 'cannot import %r: %s' % (fullname, _name_message(parts[2])(None, parts[3]))
   return ('No module named %r: tpu_estimator provides tf.contrib.%s (import it as '
           'tensorflow.contrib.%s or from its tensorflow.contrib.%s.python... paths), but not '
           'this module. %s' % (fullname, parts[2], parts[2], parts[2],

@@ -1,0 +1,139 @@
+"""Run by tests/test_contrib_imports.py as `tpu-estimator run [--tf1] contrib_import_probe.py
+OUT_JSON`: tries every form in which TPUEstimator-era programs imported `tensorflow.contrib`
+and TF 1.x's estimator modules, and records each result (a value, or the error it raised) as
+JSON for the test to assert on."""
+import json
+import sys
+
+import tensorflow as tf
+
+import tpu_estimator as te
+
+report = {'tf_module': type(tf).__name__, 'executing_eagerly': tf.executing_eagerly()}
+
+
+def check(name, statement, expression='ok'):
+  """Runs `statement`, records `expression` evaluated in its scope (or the error raised)."""
+  scope = {'tf': tf, 'te': te, 'sys': sys}
+  try:
+    exec(statement, scope)  # pylint: disable=exec-used
+    value = eval(expression, scope)  # pylint: disable=eval-used
+  except Exception as e:  # pylint: disable=broad-except
+    value = 'ERROR %s: %s' % (type(e).__name__, e)
+  report[name] = value
+
+
+def qualname(obj):
+  return '%s.%s' % (getattr(obj, '__module__', '?'), getattr(obj, '__name__', '?'))
+
+
+# --- every import form, each checked to give the same objects -------------------------------
+impl = 'sys.modules["tpu_estimator.compat.contrib.%s"]'
+check('form/import tensorflow.contrib',
+      'import tensorflow.contrib\nok = tensorflow.contrib.tpu.TPUEstimator is te.TPUEstimator')
+check('form/from tensorflow.contrib import tpu',
+      'from tensorflow.contrib import tpu as contrib_tpu\n'
+      'ok = (contrib_tpu.TPUEstimator, contrib_tpu.RunConfig, contrib_tpu.TPUConfig, '
+      'contrib_tpu.CrossShardOptimizer, contrib_tpu.InputPipelineConfig) == (te.TPUEstimator, '
+      'te.RunConfig, te.TPUConfig, te.CrossShardOptimizer, te.InputPipelineConfig)')
+check('form/contrib tpu falls back to tf.compat.v1.tpu',
+      'ok = tf.contrib.tpu.bfloat16_scope is tf.compat.v1.tpu.bfloat16_scope')
+for name, attr in (('layers', 'layer_norm'), ('data', 'map_and_batch'),
+                   ('metrics', 'streaming_pearson_correlation'), ('training', 'HParams'),
+                   ('summary', 'create_file_writer'), ('image', 'transform'),
+                   ('opt', 'AdamWOptimizer')):
+  target = (impl % name) + '.' + attr
+  check('form/from tensorflow.contrib import %s' % name,
+        'from tensorflow.contrib import %s as m\nok = m.%s is %s' % (name, attr, target))
+  check('form/import tensorflow.contrib.%s as' % name,
+        'import tensorflow.contrib.%s as m\nok = m.%s is %s' % (name, attr, target))
+  check('form/tf.contrib.%s' % name, 'ok = tf.contrib.%s.%s is %s' % (name, attr, target))
+  check('form/tf.compat.v1.contrib.%s' % name,
+        'ok = tf.compat.v1.contrib.%s.%s is %s' % (name, attr, target))
+check('form/import tensorflow.compat.v1 as tf1',
+      'import tensorflow.compat.v1 as tf1\nok = tf1.contrib.layers.layer_norm is '
+      + (impl % 'layers') + '.layer_norm')
+check('form/cluster_resolver', 'from tensorflow.contrib import cluster_resolver\n'
+      'ok = cluster_resolver.TPUClusterResolver.__name__')
+check('form/same module objects',
+      'import tensorflow.contrib.layers\nok = (sys.modules["tensorflow.contrib"] is tf.contrib '
+      'is tf.compat.v1.contrib) and tensorflow.contrib.layers is tf.contrib.layers')
+
+# --- the deep module paths programs really used ----------------------------------------------
+DEEP = {
+    'tpu_estimator': ('from tensorflow.contrib.tpu.python.tpu import tpu_estimator\n'
+                      'ok = (tpu_estimator.TPUEstimator is te.TPUEstimator and '
+                      'tpu_estimator.TPUEstimatorSpec is te.TPUEstimatorSpec)'),
+    'tpu_config': ('from tensorflow.contrib.tpu.python.tpu import tpu_config\n'
+                   'ok = tpu_config.RunConfig is te.RunConfig and '
+                   'tpu_config.TPUConfig is te.TPUConfig'),
+    'tpu_optimizer': ('from tensorflow.contrib.tpu.python.tpu.tpu_optimizer import '
+                      'CrossShardOptimizer\nok = CrossShardOptimizer is te.CrossShardOptimizer'),
+    'import tpu_config as': ('import tensorflow.contrib.tpu.python.tpu.tpu_config as c\n'
+                             'ok = c.InputPipelineConfig is te.InputPipelineConfig'),
+    'tpu_function': ('from tensorflow.contrib.tpu.python.tpu import tpu_function\n'
+                     'ok = tpu_function.__name__'),
+    'tpu_ops': 'from tensorflow.contrib.tpu.python.ops import tpu_ops\nok = tpu_ops.__name__',
+    'async_checkpoint': ('from tensorflow.contrib.tpu.python.tpu import async_checkpoint\n'
+                         'ok = issubclass(async_checkpoint.AsyncCheckpointSaverHook, '
+                         'tf.compat.v1.train.CheckpointSaverHook)'),
+    'evaluation': ('from tensorflow.contrib.training.python.training import evaluation\n'
+                   'ok = evaluation.checkpoints_iterator is '
+                   + (impl % 'training') + '.checkpoints_iterator'),
+    'hparam': ('from tensorflow.contrib.training.python.training.hparam import HParams\n'
+               'ok = HParams(a=1).parse("a=3").a'),
+    'layers': ('from tensorflow.contrib.layers.python.layers import layers, initializers, '
+               'regularizers\nok = (layers.layer_norm is tf.contrib.layers.layer_norm and '
+               'initializers.xavier_initializer is tf.contrib.layers.xavier_initializer and '
+               'regularizers.l2_regularizer is tf.contrib.layers.l2_regularizer)'),
+    'data': ('from tensorflow.contrib.data.python.ops import batching, interleave_ops\n'
+             'ok = (batching.map_and_batch is tf.contrib.data.map_and_batch and '
+             'interleave_ops.parallel_interleave is tf.contrib.data.parallel_interleave)'),
+    'cluster_resolver': ('from tensorflow.contrib.cluster_resolver.python.training import '
+                         'tpu_cluster_resolver\n'
+                         'ok = tpu_cluster_resolver.TPUClusterResolver.__name__'),
+    'opt': ('from tensorflow.contrib.opt.python.training import weight_decay_optimizers\n'
+            'ok = weight_decay_optimizers.AdamWOptimizer is tf.contrib.opt.AdamWOptimizer'),
+}
+for name, statement in DEEP.items():
+  check('deep/' + name, statement)
+
+# --- TF 1.x's internal estimator modules -----------------------------------------------------
+ESTIMATOR = {
+    'estimator': ('from tensorflow.python.estimator import estimator\n'
+                  'ok = estimator.Estimator is te.Estimator'),
+    'model_fn': ('from tensorflow.python.estimator.model_fn import EstimatorSpec, ModeKeys\n'
+                 'ok = EstimatorSpec is te.EstimatorSpec and ModeKeys is te.ModeKeys'),
+    'run_config': ('import tensorflow.python.estimator.run_config as run_config\n'
+                   'ok = run_config.RunConfig is te.EstimatorRunConfig'),
+    'training': ('from tensorflow.python.estimator import training\n'
+                 'ok = training.train_and_evaluate is te.train_and_evaluate'),
+    'export': ('from tensorflow.python.estimator.export import export\n'
+               'ok = export.ServingInputReceiver is te.export.ServingInputReceiver'),
+    'estimator_lib': ('from tensorflow.python.estimator import estimator_lib\n'
+                      'ok = estimator_lib.TrainSpec is te.TrainSpec'),
+}
+for name, statement in ESTIMATOR.items():
+  check('estimator/' + name, statement)
+check('estimator/missing', 'import tensorflow.python.estimator.canned.dnn')
+# TensorFlow's own modules under tensorflow.python are untouched
+check('real/tensorflow.python.ops', 'from tensorflow.python.ops import array_ops\n'
+      'ok = array_ops.__name__')
+check('real/tensorflow.python.tpu', 'import tensorflow.python.tpu.tpu_function as f\n'
+      'ok = f.__name__')
+
+# --- what is not provided says so ------------------------------------------------------------
+check('missing/tf.contrib.seq2seq', 'ok = tf.contrib.seq2seq')
+check('missing/from tensorflow.contrib import seq2seq', 'from tensorflow.contrib import seq2seq')
+check('missing/import tensorflow.contrib.gan', 'import tensorflow.contrib.gan')
+check('missing/tf.contrib.layers name', 'ok = tf.contrib.layers.no_such_layer')
+check('missing/from tensorflow.contrib.layers import name',
+      'from tensorflow.contrib.layers import no_such_layer')
+check('missing/deep path', 'import tensorflow.contrib.tpu.python.tpu.no_such_module')
+
+# --- a third-party library these programs import at module level -----------------------------
+check('third_party/tensorflow_hub', 'import tensorflow_hub as hub\n'
+      'ok = callable(hub.KerasLayer) and callable(hub.load)')
+
+with open(sys.argv[1], 'w') as f:
+  json.dump(report, f, indent=1, sort_keys=True)

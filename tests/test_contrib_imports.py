@@ -1,0 +1,175 @@
+"""`tensorflow.contrib` and TF 1.x's estimator import paths under `tpu-estimator run`, with and
+without `--tf1` (tests/legacy_programs/contrib_import_probe.py, one process each: install()
+patches TensorFlow for a whole process), and the hint that sends a TF 1.x program run without
+`--tf1` there.  What the contrib functions compute is tested beside them; programs that train
+with them are in test_legacy_contrib_programs.py."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import tensorflow as tf
+
+from tpu_estimator import compat
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = os.path.join(REPO, 'tests', 'legacy_programs')
+TIMEOUT = 300
+PROVIDED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt')
+
+TF1_PROGRAM = '''
+import tensorflow as tf
+tf.logging.set_verbosity(tf.logging.INFO)
+'''
+
+
+def _env():
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=REPO)
+  for name in ('TF_CONFIG', 'TF_USE_LEGACY_KERAS'):
+    env.pop(name, None)
+  return env
+
+
+@pytest.fixture(scope='module')
+def runs():
+  """The probe under `run` and `run --tf1`, and a TF 1.x program under plain `run`, started
+  together; {name: (returncode, output, report or None)}."""
+  workdir = tempfile.mkdtemp(prefix='tpu_estimator_contrib_')
+  with open(os.path.join(workdir, 'tf1_program.py'), 'w') as f:
+    f.write(TF1_PROGRAM)
+  run = [sys.executable, '-m', 'tpu_estimator', 'run']
+  commands = {
+      'tf2': run + ['contrib_import_probe.py', os.path.join(workdir, 'tf2.json')],
+      'tf1': run + ['--tf1', 'contrib_import_probe.py', os.path.join(workdir, 'tf1.json')],
+      'hint': run + [os.path.join(workdir, 'tf1_program.py')],
+  }
+  procs = {name: subprocess.Popen(argv, cwd=PROGRAMS, env=_env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+           for name, argv in commands.items()}
+  results = {}
+  for name, proc in procs.items():
+    output, _ = proc.communicate(timeout=TIMEOUT)
+    path = os.path.join(workdir, name + '.json')
+    report = None
+    if os.path.isfile(path):
+      with open(path) as f:
+        report = json.load(f)
+    results[name] = (proc.returncode, output, report)
+  return results
+
+
+def _report(runs, mode):
+  rc, output, report = runs[mode]
+  assert rc == 0 and report is not None, output[-4000:]
+  return report
+
+
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_every_import_form_gives_the_same_objects(runs, mode):
+  """`import tensorflow.contrib`, `from tensorflow.contrib import X`,
+  `import tensorflow.contrib.X as Y`, `tf.contrib.X` and `tf.compat.v1.contrib.X` all give
+  the implementation's objects, with and without --tf1."""
+  report = _report(runs, mode)
+  assert report['tf_module'] == ('TF1Module' if mode == 'tf1' else 'module')
+  assert report['executing_eagerly'] is (mode == 'tf2')
+  forms = {k: v for k, v in report.items() if k.startswith('form/')}
+  for name in PROVIDED:
+    for form in ('from tensorflow.contrib import %s', 'import tensorflow.contrib.%s as',
+                 'tf.contrib.%s', 'tf.compat.v1.contrib.%s'):
+      assert 'form/' + form % name in forms
+  assert forms.pop('form/cluster_resolver') == 'TPUClusterResolver'
+  assert {k: v for k, v in forms.items() if v is not True} == {}
+
+
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_deep_contrib_module_paths_resolve(runs, mode):
+  """The tensorflow.contrib.X.python... paths programs imported from: ours for the estimator
+  names, TensorFlow's own modules for tpu_function / tpu_ops."""
+  report = _report(runs, mode)
+  deep = {k[len('deep/'):]: v for k, v in report.items() if k.startswith('deep/')}
+  assert deep.pop('tpu_function') == 'tensorflow.python.tpu.tpu_function'
+  assert deep.pop('tpu_ops') == 'tensorflow.python.tpu.ops.tpu_ops'
+  assert deep.pop('cluster_resolver') == 'TPUClusterResolver'
+  assert deep.pop('hparam') == 3
+  assert len(deep) >= 9 and {k: v for k, v in deep.items() if v is not True} == {}
+
+
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_tf1_internal_estimator_paths_map_to_ours(runs, mode):
+  report = _report(runs, mode)
+  paths = {k: v for k, v in report.items() if k.startswith('estimator/')}
+  missing = paths.pop('estimator/missing')
+  assert len(paths) == 6 and {k: v for k, v in paths.items() if v is not True} == {}
+  assert missing.startswith('ERROR ModuleNotFoundError')
+  assert 'tensorflow.python.estimator.canned' in missing and 'Estimator/TPUEstimator core' in (
+      missing)
+  assert report['real/tensorflow.python.ops'] == 'tensorflow.python.ops.array_ops'
+  assert report['real/tensorflow.python.tpu'] == 'tensorflow.python.tpu.tpu_function'
+
+
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_what_contrib_does_not_provide_names_itself_and_the_replacement(runs, mode):
+  report = _report(runs, mode)
+  for key in ('missing/tf.contrib.seq2seq', 'missing/from tensorflow.contrib import seq2seq'):
+    assert 'tf.contrib.seq2seq is not provided' in report[key], key
+    assert 'tensorflow_addons.seq2seq' in report[key], key
+    assert 'tf.contrib.layers' in report[key]  # says what is provided
+  assert report['missing/tf.contrib.seq2seq'].startswith('ERROR AttributeError')
+  gan = report['missing/import tensorflow.contrib.gan']
+  assert gan.startswith('ERROR ModuleNotFoundError') and 'tensorflow_gan' in gan
+  for key in ('missing/tf.contrib.layers name',
+              'missing/from tensorflow.contrib.layers import name'):
+    assert 'tf.contrib.layers.no_such_layer is not provided' in report[key], key
+    assert 'tf.keras.layers' in report[key], key
+  assert report['missing/tf.contrib.layers name'].startswith('ERROR AttributeError')
+  assert 'tensorflow.contrib.tpu.python.tpu.no_such_module' in report['missing/deep path']
+
+
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_tensorflow_hub_imports_under_run(runs, mode):
+  """Programs of this era import tensorflow_hub at module level (scripts/test.sh installs it
+  with --no-deps, as tf_keras)."""
+  assert _report(runs, mode)['third_party/tensorflow_hub'] is True
+
+
+def test_tf1_program_without_tf1_is_told_to_rerun_with_it(runs):
+  rc, output, _ = runs['hint']
+  assert rc == 1
+  assert "AttributeError: module 'tensorflow' has no attribute 'logging'" in output
+  assert 'tpu-estimator run: tf.logging is TensorFlow 1.x API' in output
+  assert 'tf.compat.v1.logging' in output and 'tpu-estimator run --tf1' in output
+
+
+def _error(fn):
+  try:
+    fn()
+  except (AttributeError, RuntimeError) as e:
+    return e
+  raise AssertionError('no error')
+
+
+@pytest.mark.parametrize('expression', [
+    'tf.flags', 'tf.gfile', 'tf.app', 'tf.placeholder', 'tf.Session', 'tf.train.AdamOptimizer',
+    'tf.contrib_no', 'tf.nn.no_such_op', 'tf.compat.v1.no_such_name'])
+def test_tf1_hint_recognises_tf1_only_names(expression):
+  """The hint names the TF1 name and `--tf1` for names tf.compat.v1 has and TensorFlow 2
+  dropped (also in submodules, e.g. tf.train.AdamOptimizer); nothing for unknown names."""
+  error = _error(lambda: eval(expression, {'tf': tf}))  # pylint: disable=eval-used
+  hint = compat.tf1_hint(error)
+  tf1_only = expression in ('tf.flags', 'tf.gfile', 'tf.app', 'tf.placeholder', 'tf.Session',
+                            'tf.train.AdamOptimizer')
+  if not tf1_only:
+    assert hint is None
+    return
+  path = expression[len('tf.'):]
+  assert hint.startswith('%s is TensorFlow 1.x API' % expression)
+  assert 'tf.compat.v1.' + path in hint and 'tpu-estimator run --tf1' in hint
+
+
+def test_tf1_hint_for_graph_only_code_in_eager_mode():
+  error = _error(lambda: tf.compat.v1.placeholder(tf.float32, [None]))
+  assert 'tpu-estimator run --tf1' in compat.tf1_hint(error)
+  assert compat.tf1_hint(RuntimeError('something else')) is None
+  assert compat.tf1_hint(ValueError('module tensorflow')) is None
