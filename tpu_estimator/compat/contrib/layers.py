@@ -563,3 +563,19 @@ def embed_sequence(ids, vocab_size=None, embed_dim=None, unique=False, initializ
       return tf.reshape(tf.gather(rows, index),
                         tf.concat([tf.shape(ids), [embed_dim]], axis=0))
     return tf.nn.embedding_lookup(embeddings, ids)
+
+
+def __getattr__(name):
+  """Other `tf.contrib.layers` names (`separable_conv2d`, `conv2d_transpose`, `repeat`,
+  `stack`, `optimize_loss`, `summarize_*`, ...) from the tf_slim package, which kept them."""
+  if name.startswith('__'):
+    raise AttributeError(name)
+  from tpu_estimator.compat.contrib import slim  # pylint: disable=import-outside-toplevel
+  tf_slim = slim.load_tf_slim('tf.contrib.layers', name)
+  try:
+    return getattr(tf_slim.layers, name)
+  except AttributeError:
+    raise AttributeError(
+        'tf.contrib.layers.%s is not provided by tpu_estimator nor by tf_slim: use '
+        'tf.compat.v1.layers / tf.keras.layers (tf.feature_column for feature columns).'
+        % name) from None
