@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator import keras_naming
 from tpu_estimator import specs
 from tpu_estimator.inputs import accepted_kwargs
 from tpu_estimator.inputs import fn_args
@@ -43,7 +44,8 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
     raise errors.value_error('model_fn does not take `labels`, but input_fn returns labels.',
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
   kwargs = accepted_kwargs(model_fn, labels=labels, mode=mode, params=params, config=config)
-  spec = model_fn(features=features, **kwargs)
+  with keras_naming.names():  # Keras layers named per graph, as Keras 2 did
+    spec = model_fn(features=features, **kwargs)
   allowed = (specs.EstimatorSpec, specs.TPUEstimatorSpec) if allow_tpu_spec else \
       (specs.EstimatorSpec,)
   if not isinstance(spec, allowed):

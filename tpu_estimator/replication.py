@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_utils
 
 from tpu_estimator import errors
+from tpu_estimator import keras_naming
 
 _v1 = tf.compat.v1
 
@@ -68,15 +69,24 @@ class Replicas:
     """Calls `fn(*per_replica_args[i])` once per replica; returns the list of its results.
 
     With one replica this is a plain call.  With several, the calls run under the strategy's
-    replica contexts, so optimizers aggregate gradients and variables are shared.
+    scope and replica contexts, so optimizers aggregate gradients and every variable created
+    (model variables, optimizer slots, in any mode) is mirrored and shared.  The replicas run
+    on threads of their own: the caller's Keras settings go with them.
     """
     if self.strategy is None:
       return [fn(*per_replica_args[0])]
     values = distribute_utils.regroup([tuple(args) for args in per_replica_args])
-    with self.strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
+    settings = keras_naming.thread_settings()
+
+    def call(args):
+      with keras_naming.apply_settings(settings):
+        return fn(*args)
+
+    with self.strategy.scope(), \
+        self.strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
       # Not through autograph: model_fn runs as written, and its errors keep their messages.
       out = self.strategy.extended.call_for_each_replica(
-          tf.autograph.experimental.do_not_convert(lambda args: fn(*args)), args=(values,))
+          tf.autograph.experimental.do_not_convert(call), args=(values,))
     return [distribute_utils.select_replica(i, out) for i in range(self.local_replicas)]
 
   def primary(self, variable):

@@ -217,7 +217,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
     return has_value, (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  (tensors, losses, rows), _, more = device_loop.collect_loop(iterations, step)
+  with plan.replicas.scope():  # variables model_fn creates in any mode (slots too) mirrored
+    (tensors, losses, rows), _, more = device_loop.collect_loop(iterations, step)
   spec = captured['spec']
   metrics = {}
   if spec.eval_metrics is not None:
@@ -259,7 +260,8 @@ def build_predict(plan, model_fn, host_input):
     return has_value, (predictions, tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  (predictions, rows), steps_run, more = device_loop.collect_loop(iterations, step)
+  with plan.replicas.scope():
+    (predictions, rows), steps_run, more = device_loop.collect_loop(iterations, step)
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
   return Built({'predictions': predictions, 'batch_rows': rows}, [loop_hook],

@@ -1,0 +1,152 @@
+"""Keras 3 layers inside `model_fn`: the variable names Keras 2 gave, in every call.
+
+Keras 2 numbered auto-named layers per graph (`dense`, `dense_1` in every fresh graph) and
+re-entered a layer's own name scope on each call, so the variables of
+`Dense(16)(x)` were `dense/kernel` in every Estimator call.  Keras 3 differs in two ways
+that break checkpoints made in one call and restored in the next:
+
+1. It numbers names with a process-wide (thread-local) counter: the second `evaluate()` of a
+   process names the same layer `dense_2`.  While a `model_fn` runs, `names()` points Keras
+   at a counter owned by the graph being built (fresh per graph, as Keras 2's), and puts the
+   caller's own counter back afterwards: no global `clear_session`, the user's Keras state
+   outside our calls is left alone.
+2. It opens a fresh TensorFlow name scope for the build and again for the call of a layer,
+   which a graph uniquifies (`dense_1` becomes `dense_1_1`).  In graphs that `names()` has
+   marked, a layer re-enters the scope it got first in that graph, as Keras 2 did.  The patch
+   is installed once on Keras' name-scope class and does nothing for any other graph.
+
+Replicas run `model_fn` on threads of their own, where Keras' thread-local settings (the
+global dtype policy) would be missing: `thread_settings()` / `apply_settings()` carry them.
+Keras is never imported here: without it loaded there is nothing to do.
+"""
+import contextlib
+import sys
+
+import tensorflow as tf
+
+_STATE_ATTR = '_tpu_estimator_keras_names'
+_CARRIED = ('dtype_policy',)  # Keras' thread-local settings a replica thread must also see
+_patched = []
+
+
+class _GraphNames:
+  """The Keras naming state of one graph built by tpu_estimator."""
+
+  def __init__(self):
+    import collections  # pylint: disable=import-outside-toplevel
+    self.uids = collections.defaultdict(int)
+    self.scopes = {}  # (graph id, layer id) -> the absolute scope it first got
+    self.keep = []  # the graphs and layers keyed above, alive as long as this state
+
+
+def _global_state():
+  return sys.modules.get('keras.src.backend.common.global_state')
+
+
+def _root(graph):
+  while getattr(graph, 'outer_graph', None) is not None:
+    graph = graph.outer_graph
+  return graph
+
+
+def _state_of(graph, create=False):
+  root = _root(graph)
+  state = getattr(root, _STATE_ATTR, None)
+  if state is None and create:
+    state = _GraphNames()
+    setattr(root, _STATE_ATTR, state)
+  return state
+
+
+def _install_scope_patch():
+  """Makes Keras' TensorFlow name scope re-enter a layer's first scope in marked graphs."""
+  if _patched:
+    return
+  try:
+    from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    _patched.append(None)
+    return
+  scope_class = getattr(core, 'name_scope', None)
+  original = getattr(scope_class, '__enter__', None)
+  if original is None or not hasattr(scope_class, '__init__'):
+    _patched.append(None)
+    return
+
+  def __enter__(self):  # pylint: disable=invalid-name
+    caller = getattr(self, 'caller', None)
+    if caller is None or tf.executing_eagerly():
+      return original(self)
+    graph = tf.compat.v1.get_default_graph()
+    state = _state_of(graph)
+    if state is None:
+      return original(self)
+    key = (id(graph), id(caller))
+    first = state.scopes.get(key)
+    if first is not None:
+      self._tf_name_scope = tf.name_scope(first)  # pylint: disable=protected-access
+    result = original(self)
+    if first is None and getattr(self, '_pop_on_exit', False):
+      state.scopes[key] = graph.get_name_scope() + '/'
+      state.keep.append((graph, caller))
+    return result
+
+  scope_class.__enter__ = __enter__
+  _patched.append(scope_class)
+
+
+@contextlib.contextmanager
+def names(graph=None):
+  """Keras object names numbered per graph (`graph`, default the current one) while this
+  runs; the calling thread's own numbering is restored on exit."""
+  global_state = _global_state()
+  if global_state is None or tf.executing_eagerly():
+    yield
+    return
+  state = _state_of(graph or tf.compat.v1.get_default_graph(), create=True)
+  _install_scope_patch()
+  tracker = global_state.GLOBAL_STATE_TRACKER
+  missing = object()
+  saved = getattr(tracker, 'object_name_uids', missing)
+  tracker.object_name_uids = state.uids
+  try:
+    yield
+  finally:
+    if saved is missing:
+      if getattr(tracker, 'object_name_uids', None) is state.uids:
+        del tracker.object_name_uids
+    else:
+      tracker.object_name_uids = saved
+
+
+def thread_settings():
+  """The calling thread's Keras settings that replica threads should see too."""
+  global_state = _global_state()
+  if global_state is None:
+    return {}
+  tracker = global_state.GLOBAL_STATE_TRACKER
+  return {name: getattr(tracker, name) for name in _CARRIED
+          if getattr(tracker, name, None) is not None}
+
+
+@contextlib.contextmanager
+def apply_settings(settings):
+  """Sets `settings` (from `thread_settings`) on this thread while the block runs."""
+  global_state = _global_state()
+  if global_state is None or not settings:
+    yield
+    return
+  tracker = global_state.GLOBAL_STATE_TRACKER
+  missing = object()
+  saved = {name: getattr(tracker, name, missing) for name in settings}
+  for name, value in settings.items():
+    setattr(tracker, name, value)
+  try:
+    yield
+  finally:
+    for name, value in saved.items():
+      if value is missing:
+        if hasattr(tracker, name):
+          delattr(tracker, name)
+      else:
+        setattr(tracker, name, value)
