@@ -8,8 +8,9 @@ names and semantics:
   condition is active (`always_record_summaries()`, `record_summaries_every_n_global_steps(n)`)
   — TF 1.x's default was "do not record", unlike `tf.summary`'s;
 - `step=None` means the global step;
-- `create_file_writer` registers the writer's init op in the graph, so
-  `summary_writer_initializer_op()` (and tpu_estimator's host_call hook) initialise it;
+- `create_file_writer` registers the writer's init op in the (outermost) graph, so
+  `summary_writer_initializer_op()` (and tpu_estimator's host_call hook) initialise it, also
+  when a host_call creates it inside the device loop;
 - `all_summary_ops()` lists the ops to run, as a host_call returned them.
 Events are written in the `Summary` formats TensorBoard reads (scalars as `simple_value`).
 """
@@ -46,8 +47,11 @@ def create_file_writer(logdir, max_queue=None, flush_millis=None, filename_suffi
   """A summary writer for `logdir` (None: one that writes nothing).  `max_queue` (default 10)
   summaries are buffered, flushed at least every `flush_millis` (default 120000) ms and when
   `flush()` runs."""
-  return _ops.create_file_writer(logdir, max_queue=max_queue, flush_millis=flush_millis,
-                                 filename_suffix=filename_suffix, name=name)
+  # Built in the outermost graph: a host_call runs inside tpu_estimator's device loop (a
+  # while-loop body), where an init op could not be run by the session.
+  with tf.init_scope():
+    return _ops.create_file_writer(logdir, max_queue=max_queue, flush_millis=flush_millis,
+                                   filename_suffix=filename_suffix, name=name)
 
 
 create_summary_file_writer = create_file_writer
