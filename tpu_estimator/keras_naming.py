@@ -15,6 +15,10 @@ that break checkpoints made in one call and restored in the next:
    marked, a layer re-enters the scope it got first in that graph, as Keras 2 did.  The patch
    is installed once on Keras' name-scope class and does nothing for any other graph.
 
+Keras 3 optimizers cannot build a train_op in such a graph (their `apply_gradients` returns
+a Keras variable and leaves the updates unrun; `minimize` is missing): in marked graphs they
+raise `optimizer_error`, which names the supported pattern.
+
 Replicas run `model_fn` on threads of their own, where Keras' thread-local settings (the
 global dtype policy) would be missing: `thread_settings()` / `apply_settings()` carry them.
 Keras is never imported here: without it loaded there is nothing to do.
@@ -23,6 +27,8 @@ import contextlib
 import sys
 
 import tensorflow as tf
+
+from tpu_estimator import errors
 
 _STATE_ATTR = '_tpu_estimator_keras_names'
 _CARRIED = ('dtype_policy',)  # Keras' thread-local settings a replica thread must also see
@@ -58,10 +64,44 @@ def _state_of(graph, create=False):
   return state
 
 
+def optimizer_error(optimizer, detail=None):
+  """The TypeError for a Keras optimizer used inside `model_fn`."""
+  return errors.type_error(
+      'A Keras optimizer (tf.keras.optimizers.*) was used inside model_fn: Keras 3 optimizers '
+      'update variables eagerly or in a tf.function and cannot build a train_op in the graph '
+      'an Estimator runs%s.' % (' (%s)' % detail if detail else ''),
+      'Use a tf.compat.v1.train optimizer: train_op = tf.compat.v1.train.AdamOptimizer('
+      'learning_rate).minimize(loss, tf.compat.v1.train.get_global_step()) (in a '
+      'CrossShardOptimizer when sharded); Keras layers, models and losses work as they are.',
+      optimizer=optimizer)
+
+
+def _install_optimizer_guard():
+  """Keras 3 optimizers' update methods raise `optimizer_error` in marked graphs."""
+  try:
+    from keras.src.optimizers import base_optimizer  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return
+  base = getattr(base_optimizer, 'BaseOptimizer', None)
+  for name in ('apply_gradients', 'apply'):
+    original = getattr(base, name, None)
+    if original is None or getattr(original, '_tpu_estimator_guard', False):
+      continue
+
+    def guarded(self, *args, _original=original, **kwargs):
+      if not tf.executing_eagerly() and _state_of(tf.compat.v1.get_default_graph()) is not None:
+        raise optimizer_error(self)
+      return _original(self, *args, **kwargs)
+
+    guarded._tpu_estimator_guard = True  # pylint: disable=protected-access
+    setattr(base, name, guarded)
+
+
 def _install_scope_patch():
   """Makes Keras' TensorFlow name scope re-enter a layer's first scope in marked graphs."""
   if _patched:
     return
+  _install_optimizer_guard()
   try:
     from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel
   except ImportError:

@@ -44,8 +44,13 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
     raise errors.value_error('model_fn does not take `labels`, but input_fn returns labels.',
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
   kwargs = accepted_kwargs(model_fn, labels=labels, mode=mode, params=params, config=config)
-  with keras_naming.names():  # Keras layers named per graph, as Keras 2 did
-    spec = model_fn(features=features, **kwargs)
+  try:
+    with keras_naming.names():  # Keras layers named per graph, as Keras 2 did
+      spec = model_fn(features=features, **kwargs)
+  except AttributeError as exc:
+    if _keras_optimizer(getattr(exc, 'obj', None)):  # Keras 3 optimizers have no minimize
+      raise keras_naming.optimizer_error(exc.obj, str(exc)) from exc
+    raise
   allowed = (specs.EstimatorSpec, specs.TPUEstimatorSpec) if allow_tpu_spec else \
       (specs.EstimatorSpec,)
   if not isinstance(spec, allowed):
@@ -56,6 +61,11 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
                              'Build the spec with the `mode` argument model_fn received.',
                              expected_mode=mode, spec_mode=spec.mode)
   return spec
+
+
+def _keras_optimizer(value):
+  module = type(value).__module__
+  return module.startswith('keras') and 'optimizers' in module
 
 
 def tpu_spec_parts(spec):
