@@ -93,6 +93,7 @@ def test_deep_contrib_module_paths_resolve(runs, mode):
   assert deep.pop('tpu_ops') == 'tensorflow.python.tpu.ops.tpu_ops'
   assert deep.pop('cluster_resolver') == 'TPUClusterResolver'
   assert deep.pop('hparam') == 3
+  assert deep.pop('slim.nets') == 'tf_slim.nets.resnet_v1'  # tf_slim's, as slim is
   assert len(deep) >= 9 and {k: v for k, v in deep.items() if v is not True} == {}
 
 

@@ -55,6 +55,12 @@ check('form/import tensorflow.compat.v1 as tf1',
       + (impl % 'layers') + '.layer_norm')
 check('form/cluster_resolver', 'from tensorflow.contrib import cluster_resolver\n'
       'ok = cluster_resolver.TPUClusterResolver.__name__')
+check('form/import tensorflow.contrib.slim as slim',
+      'import tensorflow.contrib.slim as slim\nok = slim.conv2d is tf.contrib.layers.conv2d and '
+      'slim.arg_scope.__module__.startswith("tf_slim.")')
+check('form/from tensorflow.contrib import framework',
+      'from tensorflow.contrib import framework as contrib_framework\n'
+      'ok = contrib_framework.arg_scope is tf.contrib.slim.arg_scope')
 check('form/same module objects',
       'import tensorflow.contrib.layers\nok = (sys.modules["tensorflow.contrib"] is tf.contrib '
       'is tf.compat.v1.contrib) and tensorflow.contrib.layers is tf.contrib.layers')
@@ -92,6 +98,8 @@ DEEP = {
     'cluster_resolver': ('from tensorflow.contrib.cluster_resolver.python.training import '
                          'tpu_cluster_resolver\n'
                          'ok = tpu_cluster_resolver.TPUClusterResolver.__name__'),
+    'slim.nets': ('from tensorflow.contrib.slim.nets import resnet_v1\n'
+                  'ok = resnet_v1.__name__'),
     'opt': ('from tensorflow.contrib.opt.python.training import weight_decay_optimizers\n'
             'ok = weight_decay_optimizers.AdamWOptimizer is tf.contrib.opt.AdamWOptimizer'),
 }

@@ -5,6 +5,7 @@
 there, and also patches copies that already exist.  `real_tf()` remembers the `tensorflow`
 module as first imported: `install(tf1=True)` later puts another object under that name.
 """
+import contextlib
 import sys
 import types
 
@@ -66,3 +67,20 @@ def set_attr(module, name, value):
   """`setattr`, skipped when the module already holds exactly that value."""
   if module.__dict__.get(name, None) is not value:
     setattr(module, name, value)
+
+
+@contextlib.contextmanager
+def importing_tf2():
+  """Within: `import tensorflow` gives the real TensorFlow 2 module even after the --tf1
+  switch, for libraries loaded lazily (tf_slim) that expect it."""
+  current = sys.modules.get('tensorflow')
+  real = real_tf()
+  if current is real:
+    yield
+    return
+  sys.modules['tensorflow'] = real
+  try:
+    yield
+  finally:
+    if sys.modules.get('tensorflow') is real:
+      sys.modules['tensorflow'] = current

@@ -15,7 +15,7 @@ name it does not hold raises an AttributeError naming `tf.contrib.X.name` and wh
 module X not provided raises an error naming its TensorFlow 2 replacement.
 """
 import importlib
-import sys
+import types
 
 from tpu_estimator.compat import namespaces
 from tpu_estimator.compat import tf_modules
@@ -71,6 +71,9 @@ REPLACEMENTS = {
     'training': 'tf.compat.v1.train (HParams: a dict or absl flags)',
     'util': 'tf.make_tensor_proto / tf.make_ndarray',
 }
+
+# tf.contrib.X whose submodules (`tensorflow.contrib.slim.nets.resnet_v1`) are this package's.
+SUBMODULES_FROM = {'slim': 'tf_slim'}
 
 # tpu_estimator's objects in tf.contrib.tpu (the rest comes from tf.compat.v1.tpu).
 TPU_NAMES = ('CrossShardOptimizer', 'InputPipelineConfig', 'RunConfig', 'TPUConfig',
@@ -143,6 +146,36 @@ def _import_implementations():
   return found
 
 
+class _Contrib(namespaces.Namespace):
+  """`tensorflow.contrib.X`: the implementation's `__all__` names; any other name goes to the
+  implementation's module-level `__getattr__` when it has one (names it resolves lazily, e.g.
+  from tf_slim, and its own error for the rest), imported with TensorFlow 2 as `tensorflow`."""
+
+  def __init__(self, name, impl):
+    super().__init__(name, 'tf.contrib.' + name.split('.')[2], _public_names(impl),
+                     missing=_name_message(name.split('.')[2]))
+    self.__dict__['_legacy_impl'] = impl
+
+  def __getattr__(self, name):
+    lazy = self.__dict__['_legacy_impl'].__dict__.get('__getattr__')
+    if lazy is None or name.startswith('_'):
+      return super().__getattr__(name)
+    with tf_modules.importing_tf2():
+      return lazy(name)
+
+
+class _Deep(namespaces.Namespace):
+  """`tensorflow.contrib.X.python[...]`: every name of tf.contrib.X except modules, so
+  `from ...python.layers import layers` imports the submodule (another _Deep) rather than an
+  attribute of that name."""
+
+  def __getattr__(self, name):
+    value = super().__getattr__(name)
+    if isinstance(value, types.ModuleType):
+      raise AttributeError(name)
+    return value
+
+
 def _ns(name, values, fallback=None, module_name=None):
   module_name = module_name or name.split('.')[2]
   return namespaces.Namespace(name, 'tf.contrib.' + module_name, values, fallback=fallback,
@@ -182,8 +215,7 @@ def _build(real):
   cluster_resolver = real.compat.v1.distribute.cluster_resolver
   mods['tensorflow.contrib.cluster_resolver'] = cluster_resolver
   for name, module in implementations.items():
-    mods['tensorflow.contrib.' + name] = _ns('tensorflow.contrib.' + name,
-                                             _public_names(module))
+    mods['tensorflow.contrib.' + name] = _Contrib('tensorflow.contrib.' + name, module)
   children = {name.split('.')[2]: module for name, module in mods.items()
               if name.count('.') == 2}
   _State.provided = tuple(sorted(children))
@@ -219,12 +251,31 @@ def _deep_module(fullname):
     except ImportError:
       return None
   if parts[3] == 'python':
-    return _ns(fullname, {}, fallback=contrib_x, module_name=x)
-  if len(parts) == 4:
-    sub = getattr(contrib_x, parts[3], None) if not parts[3].startswith('_') else None
-    if sub is not None and type(sub).__name__ in ('module', 'LazyLoader'):
-      return sub
-  return None
+    return _Deep(fullname, 'tf.contrib.' + x, {}, fallback=contrib_x, missing=_name_message(x))
+  obj = contrib_x
+  for i, part in enumerate(parts[3:]):  # a submodule of what X delegates to (slim.nets, ...)
+    if part.startswith('_'):
+      return None
+    if i == 0 and x in SUBMODULES_FROM:
+      with tf_modules.importing_tf2():
+        try:
+          obj = importlib.import_module(SUBMODULES_FROM[x])
+        except ImportError:
+          return None
+    try:
+      sub = getattr(obj, part)
+    except AttributeError:
+      sub = None
+      if isinstance(getattr(obj, '__path__', None), list) and obj.__path__:
+        with tf_modules.importing_tf2():
+          try:
+            sub = importlib.import_module('%s.%s' % (obj.__name__, part))
+          except ImportError:
+            sub = None
+    if not isinstance(sub, types.ModuleType):
+      return None
+    obj = sub
+  return obj
 
 
 def _missing_module(fullname):
@@ -232,7 +283,12 @@ def _missing_module(fullname):
   if len(parts) == 3 or parts[2] not in _State.provided:
     return 'No module named %r: %s' % (fullname, module_message(parts[2]))
   if len(parts) == 4:  # `from tensorflow.contrib.X import name` for a name X does not hold
-    return 'cannot import %r: %s' % (fullname, _name_message(parts[2])(None, parts[3]))
+    try:
+      getattr(_State.modules['tensorflow.contrib.' + parts[2]], parts[3])
+      why = _name_message(parts[2])(None, parts[3])
+    except AttributeError as e:
+      why = str(e)
+    return 'cannot import %r: %s' % (fullname, why)
   return ('No module named %r: tpu_estimator provides tf.contrib.%s (import it as '
           'tensorflow.contrib.%s or from its tensorflow.contrib.%s.python... paths), but not '
           'this module. %s' % (fullname, parts[2], parts[2], parts[2],
