@@ -42,6 +42,40 @@ def check_batch_major(name, tensors):
           'Reshape scalars, e.g. tf.reshape(loss, [1]).', tensor=tensor)
 
 
+def checked_predictions(predictions, rows):
+  """`predictions` of one shard, checked to be batch-major: `rows` (the rows this shard was
+  fed) along the first axis of every tensor.  The host cuts each shard's predictions to its
+  rows and concatenates them, so a scalar or a `[-1]`-reshaped tensor would give wrong rows;
+  one device refuses both when it splits the batch into examples, and so does this."""
+  fix = ('Return predictions with the batch as first dimension, e.g. '
+         'tf.reshape(x, [tf.shape(x)[0], -1]) rather than tf.reshape(x, [-1]).')
+  named = predictions if isinstance(predictions, dict) else {None: predictions}
+  checks = []
+  for key, tensor in named.items():
+    what = 'predictions' if key is None else 'predictions[%r]' % (key,)
+    if tensor.shape.rank == 0:
+      raise errors.value_error(
+          'Batch length of predictions should be the same for every key: `%s` is a scalar, '
+          'but with use_tpu=True each shard\'s predictions are split into examples along the '
+          'first axis.' % what, fix, **{what: tensor})
+    if tensor.shape.rank is None:
+      continue
+    rows_known = tf.get_static_value(rows)
+    if rows_known is not None and tensor.shape[0] is not None and tensor.shape[0] != rows_known:
+      raise errors.value_error(
+          'Batch length of predictions should be the same for every key: `%s` has %d rows '
+          'but the shard was fed %d.' % (what, tensor.shape[0], rows_known), fix,
+          **{what: tensor})
+    checks.append(tf.debugging.Assert(
+        tf.equal(tf.cast(tf.shape(tensor)[0], tf.int64), tf.cast(rows, tf.int64)),
+        ['Batch length of predictions should be the same for every key: `%s` has' % what,
+         tf.shape(tensor)[0], 'rows but the shard was fed', rows, 'rows (with use_tpu=True '
+         'each shard\'s predictions are split into examples along the first axis). ' + fix],
+        summarize=3))
+  with tf.control_dependencies(checks):
+    return tf.nest.map_structure(tf.identity, predictions)
+
+
 def concat_replicas(per_replica):
   """One nest from a list of per-replica nests, leaves concatenated along axis 0."""
   if len(per_replica) == 1:

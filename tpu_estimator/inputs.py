@@ -43,18 +43,32 @@ def call_input_fn(input_fn, mode, params, config, input_context=None):
 
 
 def split_features_labels(element):
-  """A (features, labels) pair, or features alone (labels None), as the original read them."""
-  if isinstance(element, tuple) and len(element) == 2:
+  """A (features, labels) pair, or features alone (labels None), as the original read them:
+  a tuple or list of two is (features, labels)."""
+  if isinstance(element, (tuple, list)) and len(element) == 2:
     return element[0], element[1]
   if isinstance(element, tuple) and len(element) == 1:
     return element[0], None
   return element, None
 
 
+def _check_pair(element, what, result):
+  """Anything but one or two items is neither features nor (features, labels): say so here,
+  naming input_fn, rather than let model_fn index a 3-tuple as if it were the features."""
+  if isinstance(element, (tuple, list)) and len(element) not in (1, 2):
+    raise errors.value_error(
+        '`input_fn` must return features or (features, labels), but %s is a %s of %d items.' %
+        (what, type(element).__name__, len(element)),
+        'Return (features, labels), with extra inputs inside the features dict, e.g. '
+        '({"x": x, "weight": w}, y).', input_fn_returned=result)
+
+
 def _check_result(result):
   if isinstance(result, tf.data.Dataset):
+    _check_pair(result.element_spec, 'each dataset element', result)
     return result
   if isinstance(result, (tf.Tensor, dict, tuple, list, tf.SparseTensor)):
+    _check_pair(result, 'its result', result)
     return result
   raise errors.type_error(
       '`input_fn` must return a tf.data.Dataset, a (features, labels) tuple, or features.',
@@ -111,6 +125,10 @@ class HostInput:
     self._iterators = []
     self._tensors = None
     results = [_check_result(r) for r in results]
+    if self._splits_uneven():
+      for result in results:
+        self._check_static_rows(
+            result.element_spec if isinstance(result, tf.data.Dataset) else result)
     if all(isinstance(r, tf.data.Dataset) for r in results):
       for dataset in results:
         if self._must_split_evenly():
@@ -126,6 +144,42 @@ class HostInput:
     """Training splits each host batch over the replicas: a short batch cannot be used."""
     return (self._rows is not None and not self._uneven and self._n > 1 and
             self._mode == InputPipelineConfig.PER_HOST_V1)
+
+  def _splits_uneven(self):
+    """Evaluation/prediction splitting each host batch into shares of `rows // n` rows."""
+    return (self._rows is not None and self._uneven and self._n > 1 and
+            self._mode == InputPipelineConfig.PER_HOST_V1)
+
+  def _too_many_rows_words(self):
+    """(what, fix) of the error for a batch with more rows than the shards take."""
+    return ('An evaluation/prediction batch from `input_fn` has more rows than '
+            'params["batch_size"] (eval_batch_size/predict_batch_size per host), all that the '
+            '%d shards take: the rows past it would be lost.' % self._n,
+            'Batch the dataset with params["batch_size"] (or raise eval_batch_size/'
+            'predict_batch_size).')
+
+  def _too_many_rows(self, size):
+    what, fix = self._too_many_rows_words()
+    return errors.value_error(what, fix, batch_rows=size, params_batch_size=self._rows)
+
+  def _check_static_rows(self, structure):
+    """The batch size, when known while building the graph, must fit the shards."""
+    features, _ = split_features_labels(structure)
+    for item, axis in zip(tf.nest.flatten(features), _axes_for(features, self._axis(0))):
+      shape = item.shape
+      if shape.rank is not None and shape[axis] is not None and shape[axis] > self._rows:
+        raise self._too_many_rows(shape[axis])
+      break
+
+  def _checked_rows(self, rows):
+    """`rows` once checked at run time: more rows than the shards take would be dropped."""
+    what, fix = self._too_many_rows_words()
+    check = tf.debugging.Assert(
+        tf.less_equal(rows, self._rows),
+        [what + ' Received: batch_rows=', rows, ', params_batch_size=%d. %s' % (self._rows, fix)],
+        summarize=3)
+    with tf.control_dependencies([check]):
+      return tf.identity(rows)
 
   def _full_batches_only(self, dataset):
     """The dataset up to its first short batch (which ends the input); a first batch of the
@@ -228,6 +282,10 @@ class HostInput:
     rows = _batch_size_of(features, _axes_for(features, self._axis(0)))
     return features, labels, tf.where(here, rows, tf.constant(0, tf.int64))
 
+  def fed_rows(self, features):
+    """The rows of one replica's `features` (along the batch axis), stand-in rows included."""
+    return _batch_size_of(features, _axes_for(features, self._axis(0)))
+
   def _axis(self, index):
     if isinstance(self._batch_axis, (tuple, list)) and len(self._batch_axis) == 2:
       return self._batch_axis[index]
@@ -253,6 +311,7 @@ class HostInput:
     if self._mode == InputPipelineConfig.BROADCAST or self._n == 1:
       return [(features, labels, rows)] * self._n
     if self._uneven:
+      rows = self._checked_rows(rows)
       share = self._rows // self._n
       counts, ranges = [], []
       for i in range(self._n):

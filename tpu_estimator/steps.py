@@ -250,7 +250,7 @@ def build_predict(plan, model_fn, host_input):
 
   def replica_step(features, labels):
     spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.PREDICT, captured)
-    return spec.predictions
+    return host_calls.checked_predictions(spec.predictions, host_input.fed_rows(features))
 
   def step():
     has_value, inputs = host_input.next_replica_inputs_or_empty()
