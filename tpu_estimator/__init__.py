@@ -7,6 +7,7 @@ import tensorflow as _tf
 
 from tpu_estimator import export
 from tpu_estimator.config import InputPipelineConfig
+from tpu_estimator.checkpoint_state import CorruptCheckpointError
 from tpu_estimator.config import RunConfig as _CoreRunConfig
 from tpu_estimator.config import TPUConfig
 from tpu_estimator.config import TPURunConfig
@@ -16,6 +17,7 @@ from tpu_estimator.errors import NanLossDuringTrainingError
 from tpu_estimator.errors import NoCheckpointError
 from tpu_estimator.estimator import Estimator
 from tpu_estimator.estimator import TPUEstimator
+from tpu_estimator.model_dir_lock import ModelDirLockedError
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 from tpu_estimator.specs import TPUEstimatorSpec
@@ -56,9 +58,10 @@ class ExportSavedModelApiVersion:
 __all__ = [
     'BestExporter', 'EvalSpec', 'Exporter', 'FinalExporter', 'LatestExporter', 'TrainSpec',
     'train_and_evaluate',
-    'CheckpointSaverHook', 'CheckpointSaverListener', 'CrossShardOptimizer', 'Estimator',
+    'CheckpointSaverHook', 'CheckpointSaverListener', 'CorruptCheckpointError',
+    'CrossShardOptimizer', 'Estimator',
     'EstimatorRunConfig', 'EstimatorSpec', 'ExportSavedModelApiVersion', 'FeedFnHook',
-    'FinalOpsHook', 'InputPipelineConfig', 'LoggingTensorHook', 'ModeKeys',
+    'FinalOpsHook', 'InputPipelineConfig', 'LoggingTensorHook', 'ModeKeys', 'ModelDirLockedError',
     'NanLossDuringTrainingError', 'NanTensorHook', 'NoCheckpointError', 'RunConfig',
     'SessionRunArgs', 'SessionRunHook', 'StepCounterHook', 'StopAtStepHook',
     'SummarySaverHook', 'TPUConfig', 'TPUEstimator', 'TPUEstimatorSpec', 'TPURunConfig',

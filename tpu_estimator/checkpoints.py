@@ -1,9 +1,12 @@
 """Global step, name-based checkpoints (`tf.compat.v1.train.Saver`, V2 format) and the hooks
 that save them, so a model_dir stays readable by the original Estimator and the reverse."""
+import atexit
 import concurrent.futures
 import contextlib
 import os
 import shutil
+import signal
+import socket
 import tempfile
 import threading
 import uuid
@@ -11,9 +14,12 @@ import uuid
 import tensorflow as tf
 from tensorflow.python.framework import meta_graph
 
+from tpu_estimator import checkpoint_state
 from tpu_estimator import errors
+from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
+_log = tf.get_logger()
 
 
 def cache_global_step_read(global_step):
@@ -30,8 +36,9 @@ def cache_global_step_read(global_step):
     _v1.add_to_collection(key, value.read_value())
 
 
-def latest_checkpoint(model_dir):
-  return tf.train.latest_checkpoint(model_dir) if model_dir else None
+def latest_checkpoint(model_dir, repair=False, verify=False):
+  """The latest complete checkpoint (see `checkpoint_state.latest`), or None."""
+  return checkpoint_state.latest(model_dir, repair=repair, verify=verify)
 
 
 def global_step_of(checkpoint_path):
@@ -48,7 +55,7 @@ def resolve_checkpoint(model_dir, checkpoint_path, what):
   """The checkpoint `evaluate`/`predict` restore: the given one, else the latest."""
   if checkpoint_path:
     if os.path.isdir(checkpoint_path):
-      found = tf.train.latest_checkpoint(checkpoint_path)
+      found = checkpoint_state.latest(checkpoint_path)
       if not found:
         raise errors.NoCheckpointError(
             'No checkpoint found in directory. Received: checkpoint_path=%r. Pass a '
@@ -58,6 +65,9 @@ def resolve_checkpoint(model_dir, checkpoint_path, what):
       raise errors.NoCheckpointError(
           'Checkpoint not found. Received: checkpoint_path=%r. Pass an existing checkpoint '
           'prefix such as model_dir/model.ckpt-100.' % checkpoint_path)
+    wrong = checkpoint_state.problem(checkpoint_path)
+    if wrong is not None:
+      raise checkpoint_state.corrupt_error(checkpoint_path, wrong)
     return checkpoint_path
   found = latest_checkpoint(model_dir)
   if not found:
@@ -111,12 +121,16 @@ def _graph_writer():
 
 
 class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
-  """TensorFlow's hook, with two differences.
+  """TensorFlow's hook, with three differences.
 
   It never rewrites an existing checkpoint in place.  At session start the hook saves the
   state at the current step; when training resumes, that checkpoint already exists, and
   rewriting it truncates its index first, so a kill at that moment left the latest checkpoint
-  unloadable.  The existing one is kept instead (and the listeners still hear of it).
+  unloadable.  The existing one is kept instead (and the listeners still hear of it), unless it
+  is damaged.  Later saves always write (a damaged checkpoint the trainer fell back past is
+  replaced when training reaches its step again).
+
+  It never moves the `checkpoint` state file back to an older step.
 
   It writes the graph (graph.pbtxt, and the graph and meta graph events for TensorBoard) on a
   background thread while the first steps run, instead of before them: serializing a graph as
@@ -130,7 +144,11 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
     del coord
     global_step = session.run(self._global_step_tensor)
     self._graph_written = _graph_writer().submit(self._write_graph, _v1.get_default_graph())
-    self._save(session, global_step)  # the state at `global_step`, before any step
+    self._at_start = True
+    try:
+      self._save(session, global_step)  # the state at `global_step`, before any step
+    finally:
+      self._at_start = False
     self._timer.update_last_triggered_step(global_step)
 
   def _write_graph(self, graph):
@@ -141,8 +159,9 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
       tf.io.gfile.rename(os.path.join(self._checkpoint_dir, temp),
                          os.path.join(self._checkpoint_dir, 'graph.pbtxt'), overwrite=True)
     saver = self._get_saver()
-    meta_graph_def = meta_graph.create_meta_graph_def(
-        graph_def=graph_def, saver_def=saver.saver_def if saver else None, graph=graph)
+    with quiet.internal_calls():  # notes about the replicas' variables in collections
+      meta_graph_def = meta_graph.create_meta_graph_def(
+          graph_def=graph_def, saver_def=saver.saver_def if saver else None, graph=graph)
     self._summary_writer.add_graph(graph)
     self._summary_writer.add_meta_graph(meta_graph_def)
 
@@ -154,8 +173,9 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
 
   def _save(self, session, step):
     prefix = '%s-%d' % (self._save_path, step)
-    if not tf.io.gfile.exists(prefix + '.index'):
-      return super()._save(session, step)
+    if not (self._at_start and tf.io.gfile.exists(prefix + '.index') and
+            checkpoint_state.problem(prefix) is None):
+      return self._save_new(session, step, prefix)
     saver = self._get_saver()
     if prefix not in saver.last_checkpoints:
       saver.recover_last_checkpoints(saver.last_checkpoints + [prefix])
@@ -163,6 +183,26 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
       listener.before_save(session, step)
     stops = [listener.after_save(session, step) for listener in self._listeners]
     return any(stops)
+
+  _at_start = False
+
+  def _save_new(self, session, step, prefix):
+    """TensorFlow's save, except that the state file never goes back to an older step (a
+    second trainer forced onto the model_dir may have written a newer one)."""
+    state, _ = checkpoint_state.read_state(self._checkpoint_dir)
+    newer = state is not None and \
+        (checkpoint_state.step_of(state.model_checkpoint_path) or -1) > step
+    if not newer:
+      with quiet.internal_calls():  # Saver's own deprecated helpers
+        return super()._save(session, step)
+    _log.warning('Not naming checkpoint %s the latest in the `checkpoint` state file: it names '
+                 'a newer one, %s (another trainer writes this model_dir).', prefix,
+                 state.model_checkpoint_path)
+    for listener in self._listeners:
+      listener.before_save(session, step)
+    self._get_saver().save(session, self._save_path, global_step=step, write_meta_graph=False,
+                           write_state=False)
+    return any([listener.after_save(session, step) for listener in self._listeners])
 
 
 def saver_hook(model_dir, config, scaffold, listeners):
@@ -175,38 +215,209 @@ def saver_hook(model_dir, config, scaffold, listeners):
       listeners=list(listeners or ()), save_graph_def=config.checkpoint_save_graph_def)
 
 
+_PIN_PREFIX = '.pinned-'
+_live_pins = set()
+_pins_lock = threading.Lock()
+_sigterm_previous = []
+
+
+def _pin_owner(name):
+  """(host, pid) of a `.pinned-<host>-<pid>-<random>` directory, or None."""
+  parts = name[len(_PIN_PREFIX):].rsplit('-', 2)
+  if len(parts) != 3 or not parts[1].isdigit():
+    return None
+  return parts[0], int(parts[1])
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def sweep_stale_pins(directory):
+  """Removes `.pinned-*` snapshots left by dead processes of this host (SIGKILL, a crash)."""
+  host = socket.gethostname()
+  try:
+    names = os.listdir(directory or '.')
+  except OSError:
+    return
+  for name in names:
+    owner = _pin_owner(name) if name.startswith(_PIN_PREFIX) else None
+    if owner and owner[0] == host and not _alive(owner[1]):
+      shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+
+def _remove_live_pins():
+  with _pins_lock:
+    live = list(_live_pins)
+    _live_pins.clear()
+  for temp in live:
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+atexit.register(_remove_live_pins)
+
+
+def _on_sigterm(signum, frame):
+  """Removes this process's snapshots, then delivers SIGTERM to the handler it replaced."""
+  del frame
+  _remove_live_pins()
+  previous = _sigterm_previous.pop() if _sigterm_previous else signal.SIG_DFL
+  signal.signal(signal.SIGTERM, previous)
+  os.kill(os.getpid(), signum)
+
+
+def _register_pin(temp):
+  with _pins_lock:
+    _live_pins.add(temp)
+    if threading.current_thread() is threading.main_thread() and not _sigterm_previous:
+      current = signal.getsignal(signal.SIGTERM)
+      if current is not _on_sigterm:
+        _sigterm_previous.append(current if current is not None else signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _unregister_pin(temp):
+  with _pins_lock:
+    _live_pins.discard(temp)
+    restore = not _live_pins and _sigterm_previous and \
+        threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGTERM) is _on_sigterm
+    if restore:
+      signal.signal(signal.SIGTERM, _sigterm_previous.pop())
+  shutil.rmtree(temp, ignore_errors=True)
+
+
+class CheckpointGone(tf.errors.NotFoundError):
+  """The checkpoint to restore was deleted (by a trainer rotating checkpoints) before it could
+  be pinned."""
+
+  def __init__(self, checkpoint_path):
+    super().__init__(None, None, 'Checkpoint %s is gone.' % checkpoint_path)
+
+
 @contextlib.contextmanager
 def pinned(checkpoint_path):
   """A private hard-linked (or copied) snapshot of a checkpoint's files, so a trainer deleting
   it (small keep_checkpoint_max) cannot pull it away while it is being restored.  Raises
-  NotFoundError when the checkpoint is already gone."""
+  NotFoundError when the checkpoint is already gone.
+
+  The snapshot is `.pinned-<host>-<pid>-<random>` beside the checkpoint; it is removed when the
+  block ends, at exit and on SIGTERM (then the signal goes on to the handler it replaced), and
+  snapshots of dead processes of this host are swept by the next pin.  Where the checkpoint's
+  directory is not writable (read-only, or another user's), no trainer of ours can rotate it
+  either: the checkpoint is restored in place."""
   directory, name = os.path.split(checkpoint_path)
-  if '://' in checkpoint_path or not os.path.isdir(directory or '.'):
+  directory = directory or '.'
+  if '://' in checkpoint_path or not os.path.isdir(directory):
     yield checkpoint_path  # a remote file system: restore in place
     return
-  files = [f for f in os.listdir(directory or '.') if f.startswith(name + '.')]
+  files = [f for f in os.listdir(directory) if f.startswith(name + '.')]
   if not any(f == name + '.index' for f in files):
-    raise tf.errors.NotFoundError(None, None, 'Checkpoint %s is gone.' % checkpoint_path)
-  temp = tempfile.mkdtemp(prefix='.pinned-', dir=directory or '.')
+    raise CheckpointGone(checkpoint_path)
+  sweep_stale_pins(directory)
+  try:
+    temp = tempfile.mkdtemp(prefix='%s%s-%d-' % (_PIN_PREFIX, socket.gethostname(),
+                                                 os.getpid()), dir=directory)
+  except OSError:
+    yield checkpoint_path  # a directory we cannot write: nothing of ours can rotate it
+    return
+  _register_pin(temp)
   try:
     for f in files:
       source, target = os.path.join(directory, f), os.path.join(temp, f)
       try:
         os.link(source, target)
       except FileNotFoundError:
-        raise tf.errors.NotFoundError(None, None, 'Checkpoint %s is gone.' % checkpoint_path)
+        raise CheckpointGone(checkpoint_path)  # pylint: disable=raise-missing-from
       except OSError:
         shutil.copyfile(source, target)
     yield os.path.join(temp, name)
   finally:
-    shutil.rmtree(temp, ignore_errors=True)
+    _unregister_pin(temp)
+
+
+def check_shapes(checkpoint_path, reported_path=None, saver=None):
+  """Raises a ValueError naming the variable, both shapes and the checkpoint when a variable
+  the graph's Saver restores has another shape in the checkpoint.  (Restoring a resource
+  variable assigns without a shape check: the model then silently runs with the saved shape.)"""
+  savers = [saver] if saver is not None else _v1.get_collection(_v1.GraphKeys.SAVERS)
+  if not savers or not hasattr(savers[0], '_var_list'):
+    return
+  try:
+    saved = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError):
+    return  # unreadable: the restore reports it
+  var_list = savers[0]._var_list  # pylint: disable=protected-access
+  items = var_list.items() if isinstance(var_list, dict) else [(None, v) for v in var_list]
+  wrong = []
+  for key, var in items:
+    info = getattr(var, '_save_slice_info', None)
+    try:
+      if key is None:
+        key = info.full_name if info else var.op.name
+      shape = tf.TensorShape(info.full_shape) if info else tf.TensorShape(var.shape)
+    except (AttributeError, TypeError, ValueError):
+      continue  # a SaveableObject or a partitioned variable: its own restore checks it
+    if key not in saved or not shape.is_fully_defined():
+      continue
+    if shape.as_list() != list(saved[key]):
+      wrong.append('%r: %s in the model, %s in the checkpoint' % (key, shape.as_list(),
+                                                                  list(saved[key])))
+  if wrong:
+    raise ValueError(
+        'The model does not match checkpoint %s: variable %s. Received: a model_fn building '
+        'different shapes than the one that wrote the checkpoint. Build the model with the '
+        'shapes it was trained with (e.g. the same number of classes), or train it in a new '
+        'model_dir (warm start with WarmStartSettings(vars_to_warm_start=...) to reuse the '
+        'matching variables).' % (reported_path or checkpoint_path, '; '.join(wrong)))
+
+
+@contextlib.contextmanager
+def restore_errors(checkpoint_path, reported_path=None):
+  """Errors raised while restoring `checkpoint_path` (a pinned snapshot, perhaps) name
+  `reported_path`, the checkpoint the user knows; a damaged checkpoint's become a
+  CorruptCheckpointError saying what is wrong and the way out."""
+  reported_path = reported_path or checkpoint_path
+  try:
+    yield
+  except (tf.errors.OpError, IndexError) as e:
+    if not checkpoint_path:
+      raise
+    wrong = checkpoint_state.problem(checkpoint_path, read_tensors=True)
+    if wrong is not None:
+      raise checkpoint_state.corrupt_error(
+          reported_path, wrong.replace(checkpoint_path, reported_path)) from e
+    if not isinstance(e, tf.errors.OpError):
+      raise
+    message = e.message.replace(checkpoint_path, reported_path)
+    if reported_path not in message:
+      message = 'Restoring checkpoint %s failed: %s' % (reported_path, message)
+    raise type(e)(e.node_def, e.op, message) from e
 
 
 def variable_names(model_dir):
   ckpt = resolve_checkpoint(model_dir, None, 'list variables')
-  return [name for name, _ in tf.train.list_variables(ckpt)]
+  with restore_errors(ckpt):
+    return [name for name, _ in tf.train.list_variables(ckpt)]
 
 
 def variable_value(model_dir, name):
   ckpt = resolve_checkpoint(model_dir, None, 'read a variable')
-  return tf.train.load_variable(ckpt, name)
+  with restore_errors(ckpt):
+    reader = tf.train.load_checkpoint(ckpt)
+  if not reader.has_tensor(name):
+    raise errors.value_error(
+        'Variable %r is not in checkpoint %s.' % (name, ckpt),
+        'Pick one of get_variable_names(): %s.' % sorted(reader.get_variable_to_shape_map())[:20],
+        name=name)
+  try:
+    return reader.get_tensor(name)
+  except (tf.errors.OpError, IndexError) as e:
+    raise checkpoint_state.corrupt_error(ckpt, 'reading tensor %r failed (%s)' % (
+        name, str(e).splitlines()[0][:200])) from e

@@ -13,9 +13,11 @@ from tpu_estimator import checkpoints
 from tpu_estimator import errors
 from tpu_estimator import export as export_lib
 from tpu_estimator import hooks as hooks_lib
+from tpu_estimator import model_dir_lock
 from tpu_estimator import model_fn as model_fn_lib
 from tpu_estimator import preemption
 from tpu_estimator import progress
+from tpu_estimator import quiet
 from tpu_estimator import replication
 from tpu_estimator import sharding
 from tpu_estimator import steps as steps_lib
@@ -26,7 +28,7 @@ from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
-_EVAL_RETRIES = 5
+_EVAL_RETRIES = 10  # restores of the latest checkpoint, when a trainer deleted it first
 
 
 def _check_steps(name, value):
@@ -118,7 +120,8 @@ class Estimator:
                                                 master=replicas.master, config=config, **kwargs)
     creator = _v1.train.ChiefSessionCreator(scaffold=scaffold, master=replicas.master,
                                             config=config, **kwargs)
-    return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
+    with quiet.internal_calls():  # TensorFlow's restore code calls its deprecated helpers
+      return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
 
   # -------------------------------------------------------------------------------------------
   def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
@@ -134,8 +137,18 @@ class Estimator:
       if not isinstance(listener, _v1.train.CheckpointSaverListener):
         raise errors.type_error('saving_listeners must be CheckpointSaverListener instances.',
                                 listener=listener)
+    lock = model_dir_lock.held(self._model_dir) if self._config.is_chief else \
+        contextlib.nullcontext()
+    with lock:
+      return self._train_locked(input_fn, hooks, steps, max_steps, listeners)
+
+  def _train_locked(self, input_fn, hooks, steps, max_steps, listeners):
+    # The newest intact checkpoint, every tensor read (resuming from a damaged one would crash
+    # or restart training); a missing, unreadable or wrong state file is rewritten to name it.
+    checkpoint = checkpoints.latest_checkpoint(self._model_dir, repair=self._config.is_chief,
+                                               verify=True)
     if max_steps is not None:
-      start = checkpoints.global_step_of(self.latest_checkpoint())
+      start = checkpoints.global_step_of(checkpoint)
       if max_steps <= start:
         _log.info('Skipping training since max_steps has already saved.')
         return self
@@ -151,18 +164,22 @@ class Estimator:
       with device_scope:
         built = steps_lib.build_train(plan, self._model_fn, host_input, global_step)
       loss = built.fetches['loss']
-      if not self.latest_checkpoint():
+      if not checkpoint:
         warm_starting.apply(self._warm_start)
       _v1.summary.scalar('loss', loss)
       checkpoints.ensure_saver(self._config)
+      if checkpoint:
+        checkpoints.check_shapes(checkpoint)
       all_hooks = self._train_hooks(plan, built, host_input, hooks, global_step, steps,
                                     max_steps, listeners)
       fetch = built.fetches.get('train_op')
       last_loss = None
       with preemption.deferred_sigterm() as sigterm:
         all_hooks.insert(1, preemption.PreemptionHook(sigterm))
-        with self._session(replicas, built.scaffold, all_hooks,
-                           checkpoint_dir=self._model_dir) as session:
+        with checkpoints.restore_errors(checkpoint):
+          session = self._session(replicas, built.scaffold, all_hooks,
+                                  checkpoint_dir=self._model_dir)
+        with session:
           while not session.should_stop():
             if fetch is None:
               last_loss = session.run(loss)
@@ -219,22 +236,11 @@ class Estimator:
     hooks = list(errors.check_hooks('hooks', hooks))
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
-    for attempt in range(_EVAL_RETRIES):
-      checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
-      try:
-        # Restored from a pinned snapshot: a trainer with a small keep_checkpoint_max may delete
-        # the checkpoint meanwhile.  If it was already gone, evaluate the new latest one.
-        with checkpoints.pinned(checkpoint) as pinned:
-          return self._evaluate_checkpoint(input_fn, steps, hooks, pinned, name, checkpoint)
-      except tf.errors.NotFoundError:
-        if checkpoint_path or attempt == _EVAL_RETRIES - 1 or \
-            tf.io.gfile.exists(checkpoint + '.index'):
-          raise
-        _log.warning('Checkpoint %s disappeared while evaluating it; retrying with the latest.',
-                     checkpoint)
-    raise AssertionError('unreachable')
+    checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
+    return self._evaluate_checkpoint(input_fn, steps, hooks, checkpoint, bool(checkpoint_path),
+                                     name)
 
-  def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, name, reported_path):
+  def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, explicit, name):
     with self._graph().as_default() as graph:
       replicas = self._layout.replicas(ModeKeys.EVAL)
       with replicas.scope():
@@ -250,17 +256,40 @@ class Estimator:
                                      label='evaluate', unit='batches',
                                      enabled=self._config.progress_bar)
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final, bar]
-      _log.info('Starting evaluation, restoring parameters from %s', reported_path)
-      with self._session(replicas, built.scaffold, all_hooks,
-                         checkpoint_filename_with_path=checkpoint) as session:
+      session, checkpoint = self._restored_session(replicas, built.scaffold, all_hooks,
+                                                   checkpoint, explicit, 'evaluate')
+      with session:
         while not session.should_stop():
           session.run(built.fetches['update'])
       results = final.final_ops_values
       eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
-      _write_eval_summary(eval_dir, results, reported_path)
+      _write_eval_summary(eval_dir, results, checkpoint)
     _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],
               ', '.join('%s = %s' % kv for kv in sorted(results.items())))
     return results
+
+  def _restored_session(self, replicas, scaffold, hooks, checkpoint, explicit, what):
+    """(session, checkpoint restored): a session restoring `checkpoint` from a pinned snapshot
+    (a trainer with a small keep_checkpoint_max cannot delete it meanwhile), after checking the
+    model's shapes against it.  If the latest checkpoint (not an `explicit` one) was deleted
+    before it could be pinned, the new latest is restored instead.  Errors name `checkpoint`,
+    never the snapshot."""
+    for attempt in range(_EVAL_RETRIES):
+      try:
+        with checkpoints.pinned(checkpoint) as snapshot:
+          checkpoints.check_shapes(snapshot, checkpoint)
+          if what == 'evaluate':
+            _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
+          with checkpoints.restore_errors(snapshot, checkpoint):
+            return self._session(replicas, scaffold, hooks,
+                                 checkpoint_filename_with_path=snapshot), checkpoint
+      except checkpoints.CheckpointGone:
+        if explicit or attempt == _EVAL_RETRIES - 1:
+          raise
+        _log.warning('Checkpoint %s disappeared before it was restored; restoring the latest.',
+                     checkpoint)
+        checkpoint = checkpoints.resolve_checkpoint(self._model_dir, None, what)
+    raise AssertionError('unreachable')
 
   # -------------------------------------------------------------------------------------------
   def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
@@ -294,8 +323,12 @@ class Estimator:
           advance=None if rows is None else tf.math.count_nonzero(rows), label='predict',
           unit='batches', enabled=self._config.progress_bar)
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [bar]
-      with self._session(replicas, built.scaffold, all_hooks,
-                         checkpoint_filename_with_path=checkpoint) as session:
+      if checkpoint:
+        session, _ = self._restored_session(replicas, built.scaffold, all_hooks, checkpoint,
+                                            bool(checkpoint_path), 'predict')
+      else:
+        session = self._session(replicas, built.scaffold, all_hooks)
+      with session:
         while not session.should_stop():
           out = session.run(fetches)
           if yield_single_examples:  # the batches of one run, concatenated: no need to split
@@ -344,10 +377,22 @@ class Estimator:
         return export_lib.signature_defs(receiver, outputs), scaffold
       return build
 
-    return export_lib.write_saved_model(
-        os.fspath(export_dir_base), checkpoint,
-        [(tags, builder(params)) for tags, params in targets], assets_extra=assets_extra,
-        as_text=as_text, session_config=self._config.session_config)
+    metagraphs = [(tags, builder(params)) for tags, params in targets]
+    for attempt in range(_EVAL_RETRIES):
+      try:
+        # Restored from a pinned snapshot, as evaluate and predict do.
+        with checkpoints.pinned(checkpoint) as snapshot:
+          return export_lib.write_saved_model(
+              os.fspath(export_dir_base), snapshot, metagraphs, assets_extra=assets_extra,
+              as_text=as_text, session_config=self._config.session_config,
+              reported_checkpoint=checkpoint)
+      except checkpoints.CheckpointGone:
+        if checkpoint_path or attempt == _EVAL_RETRIES - 1:
+          raise
+        _log.warning('Checkpoint %s disappeared before it was exported; exporting the latest.',
+                     checkpoint)
+        checkpoint = checkpoints.resolve_checkpoint(self._model_dir, None, 'export')
+    raise AssertionError('unreachable')
 
   def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
                                            assets_extra=None, as_text=False,

@@ -16,6 +16,7 @@ from tensorflow.python.saved_model.model_utils import export_utils as _export_ut
 
 from tpu_estimator import checkpoints
 from tpu_estimator import errors
+from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 
@@ -135,9 +136,10 @@ def export_outputs_of(spec):
 def signature_defs(receiver, export_outputs):
   """SignatureDefs for every export output (and receiver alternative); `serving_default` is
   always among them."""
-  signatures = _export_utils.build_all_signature_defs(
-      receiver.receiver_tensors, export_outputs, receiver.receiver_tensors_alternatives,
-      serving_only=True)
+  with quiet.internal_calls():  # TF1 signature utilities, deprecated inside TensorFlow
+    signatures = _export_utils.build_all_signature_defs(
+        receiver.receiver_tensors, export_outputs, receiver.receiver_tensors_alternatives,
+        serving_only=True)
   if tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY not in signatures:
     raise errors.value_error('The export has no valid serving_default signature.',
                              'Return export_outputs with a PredictOutput, or predictions.',
@@ -146,11 +148,12 @@ def signature_defs(receiver, export_outputs):
 
 
 def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra=None,
-                      as_text=False, session_config=None):
+                      as_text=False, session_config=None, reported_checkpoint=None):
   """Writes a timestamped SavedModel atomically and returns its path (bytes, as the original).
 
   `metagraphs`: (tags, build) pairs; `build()` is called in a fresh graph and returns
-  (signature_def_map, scaffold).
+  (signature_def_map, scaffold).  `reported_checkpoint`: the checkpoint errors name when
+  `checkpoint_path` is a pinned snapshot of it.
   """
   if not metagraphs:
     raise ValueError('Nothing to export: one of export_to_cpu and export_to_tpu must be true.')
@@ -169,8 +172,10 @@ def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra
                                                   sharded=True)
         local_init = scaffold.local_init_op if scaffold.local_init_op is not None else \
             _v1.train.Scaffold.default_local_init_op()
+        checkpoints.check_shapes(checkpoint_path, reported_checkpoint, saver=saver)
         with _v1.Session(config=session_config) as session:
-          saver.restore(session, checkpoint_path)
+          with checkpoints.restore_errors(checkpoint_path, reported_checkpoint):
+            saver.restore(session, checkpoint_path)
           kwargs = dict(signature_def_map=signatures, main_op=local_init, saver=saver,
                         strip_default_attrs=True,
                         assets_collection=_v1.get_collection(_v1.GraphKeys.ASSET_FILEPATHS))

@@ -5,6 +5,7 @@ import os
 
 import tensorflow as tf
 
+from tpu_estimator import checkpoint_state
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -46,5 +47,8 @@ def apply(settings):
   """Adds the warm-start initialisation to the graph being built (call before the session)."""
   if settings is None:
     return
-  _v1.train.warm_start(settings.ckpt_to_initialize_from, settings.vars_to_warm_start,
+  source = settings.ckpt_to_initialize_from
+  if tf.io.gfile.isdir(source):  # its latest complete checkpoint, as train would resume from
+    source = checkpoint_state.latest(source) or source
+  _v1.train.warm_start(source, settings.vars_to_warm_start,
                        settings.var_name_to_vocab_info, settings.var_name_to_prev_var_name)

@@ -189,12 +189,24 @@ def program_train_forever(model_dir, kind='estimator'):
   est.train(input_fn, steps=10 ** 8, hooks=[session_report()], saving_listeners=[save_marks()])
 
 
-def program_evaluator(model_dir, count, kind='estimator'):
-  """Calls `evaluate` (latest checkpoint) `count` times; reports each result or error, and
-  how many times the library retried because the chosen checkpoint vanished."""
+def program_evaluator(model_dir, count, kind='estimator', call='evaluate'):
+  """Calls `evaluate` (or `predict`, `export_saved_model`; latest checkpoint) `count` times;
+  reports each result or error, and how many times the library retried because the chosen
+  checkpoint vanished."""
   import logging  # pylint: disable=import-outside-toplevel
   tf, _, _ = _imports()
-  est, _, eval_input_fn, _ = make_estimator(kind, model_dir, save_steps=1, keep=1)
+  est, _, eval_input_fn, receiver = make_estimator(kind, model_dir, save_steps=1, keep=1)
+  export_base = model_dir + '-exports'
+
+  def evaluate():
+    if call == 'evaluate':
+      return est.evaluate(eval_input_fn)
+    if call == 'predict':
+      rows = list(est.predict(eval_input_fn))
+      assert len(rows) == 32, len(rows)
+    else:
+      est.export_saved_model(export_base, receiver)
+    return {'global_step': 0, 'loss': 0.0}
 
   class Count(logging.Handler):
     retries = 0
@@ -211,7 +223,7 @@ def program_evaluator(model_dir, count, kind='estimator'):
   for i in range(count):
     started = time.time()
     try:
-      result = est.evaluate(eval_input_fn)
+      result = evaluate()
       say('EVAL', json.dumps({'i': i, 'ok': True, 'global_step': int(result['global_step']),
                               'loss': float(result['loss']), 'retries': Count.retries,
                               'secs': round(time.time() - started, 3)}))
@@ -221,7 +233,24 @@ def program_evaluator(model_dir, count, kind='estimator'):
   say('EVALDONE', Count.retries)
 
 
+def program_pinned_evaluator(model_dir):
+  """Evaluates the latest checkpoint, reporting PINNED and sleeping while its snapshot exists
+  (in a hook's after_create_session, i.e. during the restore); SIGTERM comes from the parent."""
+  tf, _, _ = _imports()
+  est, _, eval_input_fn, _ = make_estimator('estimator', model_dir, save_steps=1, keep=1)
+
+  class Stall(tf.compat.v1.train.SessionRunHook):
+
+    def after_create_session(self, session, coord):
+      say('PINNED')
+      time.sleep(60)
+
+  est.evaluate(eval_input_fn, hooks=[Stall()])
+  say('RETURNED')
+
+
 PROGRAMS = {
+    'pinned_evaluator': program_pinned_evaluator,
     'kill_trainer': program_kill_trainer,
     'resume_once': program_resume_once,
     'resume_when_told': program_resume_when_told,
