@@ -206,6 +206,7 @@ def main(_):
       'variable_names': sorted(n for n, _ in tf.train.list_variables(FLAGS.model_dir)),
       'variables': variables,
       'metrics': {k: np.asarray(v).tolist() for k, v in metrics.items()},
+      'labels': make_data(20, 7)[1].tolist(),
       'predictions': [p['probabilities'].tolist() for p in predictions],
       'export_dir': export_dir, 'exported': exported,
       'host_loss_steps': sorted(summaries),
