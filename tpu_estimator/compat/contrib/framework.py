@@ -39,7 +39,9 @@ _TF_SLIM_NAMES = (
 
 __all__ = ['argsort', 'assert_global_step', 'create_global_step', 'get_global_step',
            'get_or_create_global_step', 'init_from_checkpoint', 'is_tensor', 'list_variables',
-           'load_checkpoint', 'load_variable', 'nest', 'sort', 'get_name_scope'] + list(_TF_SLIM_NAMES)
+           'load_checkpoint', 'load_variable', 'nest', 'sort', 'get_name_scope']
+# The tf_slim names are resolved on access (module `__getattr__`), not listed in `__all__`:
+# listing them would import tf_slim (~0.5 s) whenever the contrib namespace is installed.
 
 
 def get_name_scope():
@@ -53,3 +55,7 @@ def __getattr__(name):
   raise AttributeError(
       'tf.contrib.framework.%s is not provided by tpu_estimator: use tf.compat.v1 or the '
       'tf_slim package.' % name)
+
+
+def __dir__():
+  return sorted(set(__all__) | set(_TF_SLIM_NAMES))
