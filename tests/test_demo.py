@@ -1,6 +1,7 @@
 """The demo end to end: digits CNN trained, evaluated and predicted with TPUEstimator over 2
 logical CPU shards, in-process and through `python -m tpu_estimator demo`."""
 import glob
+import logging
 import os
 import subprocess
 import sys
@@ -53,9 +54,17 @@ def test_demo_trains_evaluates_and_predicts(tmp_path):
   assert 'tensorboard --logdir %s' % result['model_dir'] in report
 
 
+# What TensorFlow prints about the library's own internals, and its C++ start-up lines.
+LIBRARY_NOISE = ('WARNING', 'Issue encountered', 'deprecated', 'cpu_feature_guard', 'absl',
+                 'I0000', 'W0000')
+
+
 def test_cli_demo_subprocess(tmp_path):
+  """The command as a user runs it (no TF_CPP_MIN_LOG_LEVEL set): the report, and not one line
+  of TensorFlow's notes about the library's internals, from `demo` and then `inspect`."""
   model_dir = str(tmp_path / 'cli_model')
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ)
+  env.pop('TF_CPP_MIN_LOG_LEVEL', None)
   env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
   proc = subprocess.run(
       [sys.executable, '-m', 'tpu_estimator', 'demo', '--steps', '100', '--model-dir',
@@ -65,6 +74,61 @@ def test_cli_demo_subprocess(tmp_path):
   assert 'Test accuracy: ' in proc.stdout, proc.stdout
   assert 'tensorboard --logdir %s' % model_dir in proc.stdout, proc.stdout
   assert glob.glob(os.path.join(model_dir, 'model.ckpt-100.*'))
+  inspected = subprocess.run([sys.executable, '-m', 'tpu_estimator', 'inspect', model_dir],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                             check=False)
+  assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+  assert 'model.ckpt-100' in inspected.stdout
+  for output in (proc.stdout + proc.stderr, inspected.stdout + inspected.stderr):
+    noise = [line for line in output.splitlines() if any(n in line for n in LIBRARY_NOISE)]
+    assert not noise, output
+
+
+def test_cli_hides_tensorflow_startup_lines_unless_the_user_chose(monkeypatch):
+  monkeypatch.setattr(sys, 'argv', ['/venv/bin/tpu-estimator', 'demo'])
+  monkeypatch.delenv('TF_CPP_MIN_LOG_LEVEL', raising=False)
+  cli.quiet_startup()
+  assert os.environ['TF_CPP_MIN_LOG_LEVEL'] == '2'
+  monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '0')  # the user's choice stands
+  cli.quiet_startup()
+  assert os.environ['TF_CPP_MIN_LOG_LEVEL'] == '0'
+  monkeypatch.delenv('TF_CPP_MIN_LOG_LEVEL')  # a program importing the library: untouched
+  monkeypatch.setattr(sys, 'argv', ['train.py'])
+  monkeypatch.setattr(sys, 'orig_argv', ['python', 'train.py'], raising=False)
+  cli.quiet_startup()
+  assert 'TF_CPP_MIN_LOG_LEVEL' not in os.environ
+
+
+def test_internal_calls_hide_tensorflow_notes_only_while_they_run():
+  """The library's own calls into TF1 APIs are quiet; the user's code still gets TensorFlow's
+  deprecation notice (once, as TensorFlow gives it) and its other warnings."""
+  from tensorflow.python.util import deprecation  # pylint: disable=import-outside-toplevel
+  from tpu_estimator import quiet  # pylint: disable=import-outside-toplevel
+
+  @deprecation.deprecated(None, 'Use something else.')
+  def old_api():
+    return 1
+
+  records = []
+
+  class Collect(logging.Handler):
+    def emit(self, record):
+      records.append(record.getMessage())
+
+  handler = Collect()
+  logger = logging.getLogger('tensorflow')
+  logger.addHandler(handler)
+  try:
+    with quiet.internal_calls():
+      old_api()
+      logger.warning('Issue encountered when serializing global_step.')
+    assert records == []
+    logger.warning('Issue encountered when serializing my_collection.')
+    old_api()
+  finally:
+    logger.removeHandler(handler)
+  assert len(records) == 2, records
+  assert 'my_collection' in records[0] and 'old_api' in records[1], records
 
 
 @pytest.mark.parametrize('argv', [[], ['demo', '--steps', '0'], ['demo', '--shards', 'x'],

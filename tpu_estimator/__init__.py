@@ -3,7 +3,11 @@
 `model_fn`/`input_fn` programs written for `tf.compat.v1.estimator[.tpu]` run unchanged with
 their import pointed here; `TPUEstimator(use_tpu=True)` shards over TPU-less hardware too.
 """
-import tensorflow as _tf
+from tpu_estimator import cli as _cli  # stdlib only: sets up the command before TensorFlow
+
+_cli.quiet_startup()
+
+import tensorflow as _tf  # pylint: disable=wrong-import-position
 
 from tpu_estimator import export
 from tpu_estimator.config import InputPipelineConfig

@@ -7,7 +7,8 @@
     tpu-estimator launch --workers N SCRIPT [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
-`_SUBCOMMANDS`.  This module imports the library (and so TensorFlow) only inside functions,
+`_SUBCOMMANDS`.  This module imports the library (and so TensorFlow) only inside functions (the
+package calls `quiet_startup` from here before its own `import tensorflow`),
 and `main` prepares `run`'s environment (TF_USE_LEGACY_KERAS) before building the parser.
 """
 import argparse
@@ -15,6 +16,28 @@ import importlib.util
 import os
 import runpy
 import sys
+
+
+# ---------------------------------------------------------------------------------------------
+# start-up
+
+def _is_this_command():
+  """Whether this process is the `tpu-estimator` command (its console script, or
+  `python -m tpu_estimator`), as opposed to a program importing the library."""
+  if os.path.basename(sys.argv[0]) == 'tpu-estimator':
+    return True
+  argv = list(getattr(sys, 'orig_argv', None) or sys.argv)  # orig_argv: Python 3.10+
+  if '-m' in argv:
+    return argv[argv.index('-m') + 1:][:1] in (['tpu_estimator'], ['tpu_estimator.cli'])
+  return False
+
+
+def quiet_startup():
+  """Called by the package before it imports TensorFlow: the command hides TensorFlow's C++
+  start-up lines (absl, cpu_feature_guard, MLIR notes) unless the user set
+  TF_CPP_MIN_LOG_LEVEL.  A program importing the library keeps TensorFlow's default."""
+  if _is_this_command():
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 
 def _positive_int(text):

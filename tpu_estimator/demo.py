@@ -198,8 +198,11 @@ def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
   }
   out('Test accuracy: %.4f (loss %.4f) at global step %d.' %
       (result['accuracy'], result['loss'], result['global_step']))
-  out('Training: %d steps in %.1f s, %.1f steps/s.' %
+  # Not the progress bar's figure: that one counts the training loop from its second
+  # session.run on; this one is the whole call.
+  out('Training: %d steps in %.1f s, %.1f steps/s over the whole train() call' %
       (steps_run, train_seconds, result['steps_per_sec']))
+  out('  (graph building and checkpoints included; the bar\'s steps/s is the loop alone).')
   out('Predicted %d test images (accuracy of the predicted classes: %s).' %
       (len(predictions), 'n/a' if agreement is None else '%.4f' % agreement))
   out('Exported to %s; reloaded, it classifies the first %d test digits as %s (true: %s).' %

@@ -1,0 +1,56 @@
+"""Keeping TensorFlow's notes about the library's own internals off the user's screen.
+
+The library drives TensorFlow's TF1 machinery on purpose (Saver, MonitoredSession, SavedModel
+signature utilities), and TensorFlow answers with deprecation notices the user cannot act on,
+and, when it serialises a graph whose collections hold distributed variables, with "Issue
+encountered when serializing global_step ... probably safe to ignore".  `internal_calls()` hides
+exactly those, only around the library's own calls into TensorFlow: the user's code (model_fn,
+input_fn) runs outside it and warns as usual.
+"""
+import contextlib
+import logging
+import threading
+
+from tensorflow.python.util import deprecation as _deprecation
+
+# Messages TensorFlow logs about collections it cannot serialise into a MetaGraphDef (the
+# replicas' MirroredVariables in `global_step`, `variables`, ...).  They change nothing: the
+# checkpoint holds every variable.
+_INTERNAL_MESSAGES = ('Issue encountered when serializing',)
+
+_lock = threading.Lock()
+_depth = 0
+_printing_before = True
+
+
+class _DropInternalMessages(logging.Filter):
+
+  def filter(self, record):
+    return not str(record.msg).startswith(_INTERNAL_MESSAGES)
+
+
+_filter = _DropInternalMessages()
+
+
+@contextlib.contextmanager
+def internal_calls():
+  """Around a call the library makes into TensorFlow's TF1 APIs: no deprecation notices, no
+  collection-serialisation notes.  Re-entrant and usable from several threads at once."""
+  # Not `deprecation.silence()`: it does not restore the switch when the body raises, and two
+  # threads inside it at once could leave it off.
+  global _depth, _printing_before
+  logger = logging.getLogger('tensorflow')
+  with _lock:
+    _depth += 1
+    if _depth == 1:
+      logger.addFilter(_filter)
+      _printing_before = _deprecation._PRINT_DEPRECATION_WARNINGS  # pylint: disable=protected-access
+      _deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    with _lock:
+      _depth -= 1
+      if _depth == 0:
+        logger.removeFilter(_filter)
+        _deprecation._PRINT_DEPRECATION_WARNINGS = _printing_before  # pylint: disable=protected-access
