@@ -335,6 +335,56 @@ def test_tpu_spec_field_order(graph):
   assert spec.training_hooks == () and spec.evaluation_hooks == () and spec.prediction_hooks == ()
 
 
+# Validated when built, as the original's TPUEstimatorSpec was (its messages, from TF 2.15 +
+# tensorflow-estimator 2.15: "Missing train_op.", "Loss must be scalar, given: ...",
+# "predictions must be Tensor, given: 3"), not steps later when the estimator reads the spec.
+
+def test_tpu_spec_without_train_op_in_train_fails_where_built(graph):
+  with pytest.raises(ValueError, match=_match('Missing train_op', 'train_op=None', "'train'")):
+    te.TPUEstimatorSpec(TRAIN, loss=_loss())
+
+
+@pytest.mark.parametrize('mode', [TRAIN, EVAL])
+def test_tpu_spec_without_loss_fails_where_built(graph, mode):
+  with pytest.raises(ValueError, match=_match('Missing loss', 'loss=None', repr(mode))):
+    te.TPUEstimatorSpec(mode, train_op=tf.no_op())
+
+
+@pytest.mark.parametrize('shape', [[2], [2, 3]])
+def test_tpu_spec_loss_must_be_scalar(graph, shape):
+  with pytest.raises(ValueError, match=_match('Loss must be scalar, given:',
+                                              str(tuple(shape)))):
+    te.TPUEstimatorSpec(EVAL, loss=tf.zeros(shape))
+
+
+def test_tpu_spec_loss_of_shape_1_becomes_a_scalar(graph):
+  spec = te.TPUEstimatorSpec(EVAL, loss=tf.constant([3.5]))
+  assert spec.loss.shape == tf.TensorShape([])
+  assert _run(spec.loss) == pytest.approx(3.5)
+
+
+@pytest.mark.parametrize('mode', [PREDICT, TRAIN])
+def test_tpu_spec_predictions_must_be_tensors(graph, mode):
+  kwargs = {'loss': _loss(), 'train_op': tf.no_op()} if mode == TRAIN else {}
+  with pytest.raises(TypeError, match=_match('predictions must be Tensor, given: 3',
+                                             'predictions=3')):
+    te.TPUEstimatorSpec(mode, predictions=3, **kwargs)
+  with pytest.raises(TypeError, match=_match("predictions['p'] must be a Tensor", 'value=3')):
+    te.TPUEstimatorSpec(mode, predictions={'p': 3}, **kwargs)
+
+
+def test_tpu_spec_predict_needs_predictions_and_valid_export_outputs(graph):
+  with pytest.raises(ValueError, match=_match('Missing predictions', 'predictions=None')):
+    te.TPUEstimatorSpec(PREDICT)
+  with pytest.raises(TypeError, match=_match('ExportOutput', "key='x'", 'value=3')):
+    te.TPUEstimatorSpec(PREDICT, predictions={'p': tf.constant([1.0])}, export_outputs={'x': 3})
+
+
+def test_tpu_spec_train_op_of_wrong_type(graph):
+  with pytest.raises(TypeError, match=_match('train_op', 'train_op=3')):
+    te.TPUEstimatorSpec(TRAIN, loss=_loss(), train_op=3)
+
+
 @pytest.mark.parametrize('name', ['eval_metrics', 'host_call'])
 @pytest.mark.parametrize('kind', ['string', 'one', 'three'])
 def test_host_fn_must_be_a_pair(graph, name, kind):
