@@ -79,7 +79,7 @@ class Replicas:
     settings = keras_naming.thread_settings()
 
     def call(args):
-      with keras_naming.apply_settings(settings):
+      with keras_naming.apply_settings(settings), _creators_in_init_scope():
         return fn(*args)
 
     with self.strategy.scope(), \
@@ -94,6 +94,30 @@ class Replicas:
     if self.strategy is None or not hasattr(variable, 'values'):
       return variable
     return variable.values[0]
+
+
+@contextlib.contextmanager
+def _creators_in_init_scope():
+  """Inside a loop body (a FuncGraph), variables created under `tf.init_scope` (EMA shadows,
+  some slots) are built in the outermost graph, whose variable creators are per thread: a
+  replica thread has none there (nor the strategy in scope).  Give it the body's (the strategy's, and the one that makes
+  replicas after the first reuse the first's variables) while the replica's call runs."""
+  graph = _v1.get_default_graph()
+  root = graph
+  while getattr(root, 'outer_graph', None) is not None:
+    root = root.outer_graph
+  if root is graph:
+    yield
+    return
+  stacks = ('_variable_creator_stack', '_distribution_strategy_stack')
+  saved = {name: getattr(root, name) for name in stacks}
+  for name in stacks:
+    setattr(root, name, list(getattr(graph, name)))
+  try:
+    yield
+  finally:
+    for name, value in saved.items():
+      setattr(root, name, value)
 
 
 # One gRPC server per process and cluster task: a port can be bound only once.

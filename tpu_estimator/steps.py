@@ -74,6 +74,15 @@ def _real_rows(outputs, rows):
           for out, r in zip(outputs, rows)]
 
 
+def _drop_loop_summaries():
+  """Summaries model_fn made inside a device loop cannot be fetched from outside it: they are
+  dropped, as the original TPUEstimator dropped model_fn summaries on TPU (host_call writes
+  summaries from a sharded model_fn)."""
+  graph = _v1.get_default_graph()
+  summaries = graph.get_collection_ref(_v1.GraphKeys.SUMMARIES)
+  summaries[:] = [s for s in summaries if getattr(s, 'graph', graph) is graph]
+
+
 def _get_or_create_eval_step():
   existing = _v1.get_collection(_v1.GraphKeys.EVAL_STEP)
   if existing:
@@ -149,6 +158,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
       cpu_updates.elementwise_adam(active=plan.replicas.on_cpu):
     steps_run, loss = device_loop.train_loop(host_input.next_replica_inputs, run_step,
                                              iterations)
+  _drop_loop_summaries()
   spec = captured['spec']
   scaffold = scaffold_of(spec)
   spec_hooks = list(spec.training_hooks)
@@ -219,6 +229,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   with plan.replicas.scope():  # variables model_fn creates in any mode (slots too) mirrored
     (tensors, losses, rows), _, more = device_loop.collect_loop(iterations, step)
+  _drop_loop_summaries()
   spec = captured['spec']
   metrics = {}
   if spec.eval_metrics is not None:
@@ -262,6 +273,7 @@ def build_predict(plan, model_fn, host_input):
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   with plan.replicas.scope():
     (predictions, rows), steps_run, more = device_loop.collect_loop(iterations, step)
+  _drop_loop_summaries()
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
   return Built({'predictions': predictions, 'batch_rows': rows}, [loop_hook],
