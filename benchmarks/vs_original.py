@@ -12,9 +12,8 @@ R interleaved rounds (default 5; --quick 1 with shorter runs); medians, then rat
 (of the medians, and of the best-of-rounds values).  Verdicts use the ratio of medians.
 steady: the rate between the first and last session.run of one long call (hook timestamps);
 diff: (N2 - N1) / (t(N2) - t(N1)) over two whole calls; per call: N2 / t(N2).
-The reference python is $REFERENCE_PYTHON, --reference, or
-/root/.cache/tpu-estimator-reference/bin/python (build it with
-`bash /work/shared/tools/reference-venv.sh`, which prints the path).
+The reference python is --reference, $REFERENCE_PYTHON, or the one `bash scripts/reference-venv.sh`
+builds (once, outside the checkout) and prints.
 
 Targets (issue): train (small MLP) >= 2.5x original; evaluate and predict examples/s >= 1.5x
 original; time to first step <= original's.
@@ -35,7 +34,7 @@ import models as M
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, 'original_compat_program.py')
-DEFAULT_REFERENCE = '/root/.cache/tpu-estimator-reference/bin/python'
+REFERENCE_SCRIPT = os.path.join(os.path.dirname(HERE), 'scripts', 'reference-venv.sh')
 
 METRICS = [
     # key, label, digits, higher is better
@@ -79,15 +78,22 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--quick', action='store_true', help='short smoke run (< 1 min)')
   parser.add_argument('--rounds', type=int, default=None)
-  parser.add_argument('--reference', default=os.environ.get('REFERENCE_PYTHON',
-                                                            DEFAULT_REFERENCE))
+  parser.add_argument('--reference', default=os.environ.get('REFERENCE_PYTHON'),
+                      help='the original\'s python (default: built by scripts/reference-venv.sh)')
   parser.add_argument('--optimizer', choices=M.OPTIMIZERS, default='v1_adam')
   parser.add_argument('--keep-sklearn', action='store_true',
                       help="don't hide scikit-learn from the processes (see "
                            'original_compat_program.py)')
   args = parser.parse_args()
+  if args.reference is None:
+    proc = subprocess.run(['bash', REFERENCE_SCRIPT], stdout=subprocess.PIPE, text=True,
+                          check=False)
+    if proc.returncode != 0:
+      sys.exit('%s could not provide the reference python (exit %d); pass --reference PYTHON'
+               % (REFERENCE_SCRIPT, proc.returncode))
+    args.reference = proc.stdout.strip().splitlines()[-1]
   if not os.path.exists(args.reference):
-    sys.exit('reference python not found: %s (run bash /work/shared/tools/reference-venv.sh)'
+    sys.exit('reference python not found: %s (bash scripts/reference-venv.sh builds one)'
              % args.reference)
   rounds = args.rounds or (1 if args.quick else 5)
   optimizer = ['--optimizer', args.optimizer]
