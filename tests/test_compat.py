@@ -430,7 +430,7 @@ def test_tf1_contrib_program_matches_the_original(runs):
   """The TF1 spelling of tpu_classifier.py, sharded over 2 CPUs with tf.contrib.tpu names
   and v2 behaviour off, gives what the original gave for tpu_classifier.py."""
   orig, ours = _result(runs, 'orig_single', 'ours_tf1')
-  assert ours['tf_module'] == '_TF1Module' and ours['executing_eagerly'] is False
+  assert ours['tf_module'] == 'TF1Module' and ours['executing_eagerly'] is False
   assert ours['estimator_class'] == 'tpu_estimator.estimator.TPUEstimator'
   train = _action(orig, 'train')
   assert ours['global_step'] == N_STEPS
@@ -546,7 +546,7 @@ def test_install_resolves_every_legacy_name(runs):
   (probe,) = _result(runs, 'probe')
   names = {k: v for k, v in probe.items() if k.startswith('names/')}
   assert len(names) > 30
-  wrong = {k: v for k, v in names.items() if v is not True and v != '_Namespace'}
+  wrong = {k: v for k, v in names.items() if v is not True and v != 'Namespace'}
   assert not wrong
 
 
