@@ -74,10 +74,14 @@ def every_mode_model_fn(features, labels, mode, params):
   scaffold_fn = None
   if mode == te.ModeKeys.EVAL and params.get('eval_ema'):
     # Evaluate the averages (the image models of the TPU era): shadows exist only in train.
-    saver = v1.train.Saver(v1.train.ExponentialMovingAverage(0.5).variables_to_restore())
-    return te.TPUEstimatorSpec(
-        mode, loss=loss, scaffold_fn=lambda: v1.train.Scaffold(saver=saver),
-        eval_metrics=(_metric_fn, [labels, logits]))
+    restore = v1.train.ExponentialMovingAverage(0.5).variables_to_restore()
+    if params['eval_ema'] == 'saver_in_model_fn':
+      saver = v1.train.Saver(restore)
+      scaffold_fn = lambda: v1.train.Scaffold(saver=saver)
+    else:  # the Saver built on the host, in scaffold_fn (the TPU models' way)
+      scaffold_fn = lambda: v1.train.Scaffold(saver=v1.train.Saver(restore))
+    return te.TPUEstimatorSpec(mode, loss=loss, scaffold_fn=scaffold_fn,
+                               eval_metrics=(_metric_fn, [labels, logits]))
   optimizer = OPTIMIZERS[params['optimizer']]()
   if params['cross_shard']:
     optimizer = te.CrossShardOptimizer(optimizer)
@@ -175,3 +179,33 @@ def test_sharded_training_equals_one_device(tmp_path):
                                    'hidden/Momentum')}
   for name, value in values[None].items():
     np.testing.assert_allclose(values[2][name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def _ema_loss(model_dir):
+  """The evaluation loss of the checkpoint's averages, computed in numpy."""
+  reader = tf.train.load_checkpoint(str(model_dir))
+  hidden = np.maximum(X @ reader.get_tensor('hidden/ExponentialMovingAverage'), 0)
+  hidden = (hidden - reader.get_tensor('bn/moving_mean')) / np.sqrt(
+      reader.get_tensor('bn/moving_variance') + 1e-3)
+  logits = hidden @ reader.get_tensor('out/ExponentialMovingAverage')
+  logits = logits - logits.max(1, keepdims=True)
+  log_probs = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+  per_batch = [-log_probs[i:i + 16][np.arange(len(Y[i:i + 16])), Y[i:i + 16]].mean()
+               for i in range(0, len(X), 16)]
+  return float(np.mean(per_batch))
+
+
+@pytest.mark.parametrize('where', ['saver_in_model_fn', 'saver_in_scaffold_fn'])
+def test_evaluating_moving_averages_through_a_custom_saver(one_device_checkpoint, where):
+  """An EVAL scaffold whose Saver maps the EMA shadows onto the variables restores the
+  averages on every layout (sharded, model_fn runs in a loop body on mirrored variables: a
+  Saver built there, or a dict of mirrored variables, used to restore the raw weights)."""
+  eval_input = helpers.dataset_input_fn(X, Y, repeat=False)
+  raw = _estimator(one_device_checkpoint, False, None, 'adam', False).evaluate(eval_input)
+  expected = _ema_loss(one_device_checkpoint)
+  assert abs(expected - raw['loss']) > 1e-3  # the averages differ from the weights
+  for use_tpu, shards in LAYOUTS:
+    est = _estimator(one_device_checkpoint, use_tpu, shards, 'adam', use_tpu, eval_ema=where)
+    result = est.evaluate(eval_input)
+    assert result['loss'] == pytest.approx(expected, rel=1e-4), (use_tpu, shards)
+    assert result['global_step'] == 12

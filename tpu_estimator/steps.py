@@ -17,6 +17,7 @@ from tpu_estimator import errors
 from tpu_estimator import hooks as hooks_lib
 from tpu_estimator import host_calls
 from tpu_estimator import model_fn as model_fn_lib
+from tpu_estimator import scaffolds
 from tpu_estimator import specs
 from tpu_estimator.specs import ModeKeys
 
@@ -45,6 +46,7 @@ def _replica_spec(plan, model_fn, features, labels, mode, captured):
   spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, mode))
   model_fn_lib.check_tpu_spec(spec, mode)
   captured.setdefault('spec', spec)
+  captured.setdefault('body_graph', _v1.get_default_graph())
   return spec
 
 
@@ -57,6 +59,11 @@ def scaffold_of(spec):
                               returned=scaffold)
     return scaffold or _v1.train.Scaffold()
   return spec.scaffold
+
+
+def _loop_scaffold(captured):
+  """The Scaffold of a model_fn that ran in a loop body, its Saver usable by the session."""
+  return scaffolds.for_session(scaffold_of(captured['spec']), captured.get('body_graph'))
 
 
 def _writer(plan):
@@ -160,7 +167,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
                                              iterations)
   _drop_loop_summaries()
   spec = captured['spec']
-  scaffold = scaffold_of(spec)
+  scaffold = _loop_scaffold(captured)
   spec_hooks = list(spec.training_hooks)
   if 'writer' in captured:
     spec_hooks.append(captured['writer'].hook())
@@ -240,7 +247,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   loss_metric = _v1.metrics.mean(tf.boolean_mask(losses, rows > 0))
   update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
-  return Built({'update': update}, [loop_hook], scaffold_of(spec),
+  return Built({'update': update}, [loop_hook], _loop_scaffold(captured),
                list(spec.evaluation_hooks), [], {'values': values})
 
 
@@ -277,4 +284,4 @@ def build_predict(plan, model_fn, host_input):
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
   return Built({'predictions': predictions, 'batch_rows': rows}, [loop_hook],
-               scaffold_of(spec), list(spec.prediction_hooks), [], {})
+               _loop_scaffold(captured), list(spec.prediction_hooks), [], {})

@@ -1,0 +1,101 @@
+"""The Scaffold a sharded call's session uses, with a Saver that works in its graph.
+
+Sharded (and in device loops), `model_fn` runs inside a loop body: a function graph inside the
+graph the session runs.  Two patterns of the TPU era then restore the wrong values, silently:
+
+1. A `Saver` built inside `model_fn` (`Saver(ema.variables_to_restore())`, returned through
+   `scaffold_fn`): its ops live in the loop body, and a Saver restores by op *name*, so the
+   session ran the graph's default Saver of that name instead (the raw weights, not the
+   averages).  On one device (the original's CPU path) the same model_fn builds it in the
+   session's graph.
+2. A `Saver({name: variable})` over mirrored variables (what `variables_to_restore()` returns
+   in a replica): TensorFlow's Saver turns such a dict entry into the first replica's copy
+   only, so the others stay uninitialized (the session never gets ready).
+
+`for_session` rebuilds such a Saver in the session's graph with the same checkpoint keys and
+options, each mirrored variable restored into every replica's copy.  Any other Saver is kept.
+"""
+import tensorflow as tf
+from tensorflow.python.training.saving import saveable_object_util
+
+from tpu_estimator import checkpoints
+
+_v1 = tf.compat.v1
+
+# Saver options carried to the rebuilt one: (attribute on the Saver, argument name).
+_OPTIONS = (('_reshape', 'reshape'), ('_sharded', 'sharded'), ('_max_to_keep', 'max_to_keep'),
+            ('_keep_checkpoint_every_n_hours', 'keep_checkpoint_every_n_hours'),
+            ('_restore_sequentially', 'restore_sequentially'),
+            ('_allow_empty', 'allow_empty'), ('_write_version', 'write_version'),
+            ('_pad_step_number', 'pad_step_number'), ('_filename', 'filename'),
+            ('_save_relative_paths', 'save_relative_paths'))
+
+
+def _has_op(graph, name):
+  try:
+    graph.get_operation_by_name(name)
+    return True
+  except (KeyError, ValueError):
+    return False
+
+
+def _distributed(variable):
+  """The mirrored variable `variable` is, or is one replica's copy of; else None."""
+  container = getattr(variable, '_distributed_container', None)
+  if callable(container):
+    variable = container()
+  if variable is not None and hasattr(variable, '_distribute_strategy') and \
+      hasattr(variable, 'values'):
+    return variable
+  return None
+
+
+def _whole(name, variable):
+  """What saves and restores `variable` under `name`: every replica's copy for a mirrored
+  one (TensorFlow's own saveable for it), `variable` itself otherwise."""
+  mirrored = _distributed(variable)
+  if mirrored is None:
+    return variable
+  factories = saveable_object_util.saveable_objects_from_trackable(mirrored, tf1_saver=True)
+  if len(factories) != 1:
+    return variable
+  factory = next(iter(factories.values()))
+  return factory(name) if callable(factory) else factory
+
+
+def _var_list(saver):
+  """The rebuilt Saver's var_list, or None when `saver` needs no rebuilding for it."""
+  var_list = getattr(saver, '_var_list', None)
+  if not isinstance(var_list, dict):
+    return var_list
+  return {name: _whole(name, variable) if not isinstance(variable, (list, tuple)) else variable
+          for name, variable in var_list.items()}
+
+
+def _needs_rebuild(saver, body_graph, graph):
+  restore_op = saver.saver_def.restore_op_name if saver.saver_def is not None else None
+  if restore_op and body_graph is not None and body_graph is not graph and \
+      _has_op(body_graph, restore_op) and not _has_op(graph, restore_op):
+    return True  # built in the loop body: the session cannot run its ops
+  var_list = getattr(saver, '_var_list', None)
+  return isinstance(var_list, dict) and any(
+      _distributed(v) is not None for v in var_list.values()
+      if not isinstance(v, (list, tuple)))
+
+
+def for_session(scaffold, body_graph):
+  """`scaffold`, or a copy whose Saver is rebuilt in the current (the session's) graph when
+  `model_fn` built it in `body_graph` or over mirrored variables in a dict."""
+  saver = scaffold.saver
+  graph = _v1.get_default_graph()
+  if not isinstance(saver, _v1.train.Saver) or not _needs_rebuild(saver, body_graph, graph):
+    return scaffold
+  options = {arg: getattr(saver, attr) for attr, arg in _OPTIONS if hasattr(saver, attr)}
+  var_list = _var_list(saver)
+  if isinstance(var_list, (list, tuple)):
+    chosen = {id(v) for v in var_list}
+    var_list = [v for v in checkpoints.saveable_variables()
+                if id(v) in chosen or any(id(part) in chosen for part in getattr(v, 'values', ()))
+                ] or var_list
+  rebuilt = _v1.train.Saver(var_list=var_list, **options)
+  return _v1.train.Scaffold(copy_from_scaffold=scaffold, saver=rebuilt)
