@@ -9,7 +9,9 @@ _cli.quiet_startup()
 
 import tensorflow as _tf  # pylint: disable=wrong-import-position
 
+from tpu_estimator import experimental
 from tpu_estimator import export
+from tpu_estimator import inputs
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.checkpoint_state import CorruptCheckpointError
 from tpu_estimator.config import RunConfig as _CoreRunConfig
@@ -21,6 +23,8 @@ from tpu_estimator.errors import NanLossDuringTrainingError
 from tpu_estimator.errors import NoCheckpointError
 from tpu_estimator.estimator import Estimator
 from tpu_estimator.estimator import TPUEstimator
+from tpu_estimator.input_helpers import numpy_input_fn
+from tpu_estimator.input_helpers import pandas_input_fn
 from tpu_estimator.model_dir_lock import ModelDirLockedError
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
@@ -69,5 +73,6 @@ __all__ = [
     'NanLossDuringTrainingError', 'NanTensorHook', 'NoCheckpointError', 'RunConfig',
     'SessionRunArgs', 'SessionRunHook', 'StepCounterHook', 'StopAtStepHook',
     'SummarySaverHook', 'TPUConfig', 'TPUEstimator', 'TPUEstimatorSpec', 'TPURunConfig',
-    'WarmStartSettings', 'export', 'parse_tf_config'
+    'WarmStartSettings', 'experimental', 'export', 'inputs', 'numpy_input_fn', 'pandas_input_fn',
+    'parse_tf_config'
 ]

@@ -352,3 +352,8 @@ def _one_zero_row_like_spec(spec):
       shape[0] = 1
     return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
   return tf.nest.map_structure(zeros, spec)
+
+
+# The original's `tf.compat.v1.estimator.inputs` names: `tpu_estimator.inputs.numpy_input_fn`.
+from tpu_estimator.input_helpers import numpy_input_fn  # pylint: disable=wrong-import-position
+from tpu_estimator.input_helpers import pandas_input_fn  # pylint: disable=wrong-import-position

@@ -118,6 +118,15 @@ NAMES = {
     'tf.compat.v1.estimator.export.PredictOutput':
         lambda: v1e().export.PredictOutput is te.export.PredictOutput,
     'tf.compat.v1.estimator.experimental': lambda: type(v1e().experimental).__name__,
+    'tf.estimator.experimental.stop_if_no_decrease_hook': lambda: (
+        tf.estimator.experimental.stop_if_no_decrease_hook is
+        te.experimental.stop_if_no_decrease_hook),
+    'tf.compat.v1.estimator.experimental.InMemoryEvaluatorHook': lambda: (
+        v1e().experimental.InMemoryEvaluatorHook is te.experimental.InMemoryEvaluatorHook),
+    'tf.compat.v1.estimator.inputs.numpy_input_fn':
+        lambda: v1e().inputs.numpy_input_fn is te.inputs.numpy_input_fn,
+    'tf.compat.v1.estimator.inputs.pandas_input_fn':
+        lambda: v1e().inputs.pandas_input_fn is te.pandas_input_fn,
     'tf.compat.v2.estimator.Estimator': lambda: tf.compat.v2.estimator.Estimator is te.Estimator,
     'tf.estimator.tpu.TPUEstimator': lambda: tf.estimator.tpu.TPUEstimator is te.TPUEstimator,
     'tf.compat.v1.tpu.CrossShardOptimizer':
@@ -160,7 +169,7 @@ check('import/tpu_config.RunConfig is the TPU one', lambda: sys.modules[
 
 # --- what is not provided says so ------------------------------------------------------------
 check('missing/tf.estimator.DNNClassifier', lambda: tf.estimator.DNNClassifier)
-check('missing/tf.compat.v1.estimator.inputs', lambda: tf.compat.v1.estimator.inputs)
+check('missing/tf.estimator.inputs', lambda: tf.estimator.inputs)
 check('missing/import canned', lambda: try_import(
     'import tensorflow_estimator.python.estimator.canned.dnn'))
 check('contrib/tf.compat.v1.contrib without tf1', lambda: hasattr(tf.compat.v1, 'contrib'))

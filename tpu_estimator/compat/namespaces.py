@@ -41,16 +41,17 @@ EXPERIMENTAL_NAMES = (
     'InMemoryEvaluatorHook', 'build_raw_supervised_input_receiver_fn',
     'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook', 'stop_if_higher_hook',
     'stop_if_lower_hook', 'stop_if_no_decrease_hook', 'stop_if_no_increase_hook')
+INPUTS_NAMES = ('numpy_input_fn', 'pandas_input_fn')
+EARLY_STOPPING_NAMES = ('make_early_stopping_hook', 'read_eval_metrics', 'stop_if_higher_hook',
+                        'stop_if_lower_hook', 'stop_if_no_decrease_hook',
+                        'stop_if_no_increase_hook')
 TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
              'TPUEstimatorSpec', 'ExportSavedModelApiVersion')
 
 _CANNED = ('canned estimators and heads are not part of tpu_estimator, which re-implements the '
            'model_fn core: write a model_fn (e.g. with tf.compat.v1.layers or Keras layers)')
 _MISSING_HINTS = {
-    'inputs': 'build the input in input_fn with tf.data.Dataset.from_tensor_slices',
-    'numpy_input_fn': 'build the input in input_fn with tf.data.Dataset.from_tensor_slices',
-    'pandas_input_fn': 'build the input in input_fn with '
-                       'tf.data.Dataset.from_tensor_slices(dict(dataframe))',
+    'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
     'add_metrics': "return the metrics from model_fn (EstimatorSpec.eval_metric_ops or "
                    "TPUEstimatorSpec.eval_metrics)",
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
@@ -225,23 +226,25 @@ def build():
     mods[name] = Namespace(name, qualname, values, **kwargs)
     return mods[name]
 
-  def estimator_tree(name, qualname):
+  def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
     tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
                                experimental),
             'tpu': tpu_ns}
+    if with_inputs:  # v1 only, as in the original
+      subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
     return ns(name, qualname, dict(estimator, **subs))
 
-  v1 = estimator_tree('tensorflow.compat.v1.estimator', 'tf.compat.v1.estimator')
-  v2 = estimator_tree('tensorflow.estimator', 'tf.estimator')
+  v1 = estimator_tree('tensorflow.compat.v1.estimator', 'tf.compat.v1.estimator', True)
+  v2 = estimator_tree('tensorflow.estimator', 'tf.estimator', False)
   for suffix in ('', '.export', '.experimental', '.tpu', '.tpu.experimental'):
     mods['tensorflow.compat.v2.estimator' + suffix] = mods['tensorflow.estimator' + suffix]
 
   # tensorflow_estimator: the package, its API namespace and the modules legacy code imported;
   # tensorflow.python.estimator: where TF 1.x programs imported the same modules from.
-  for suffix in ('', '.export', '.experimental', '.tpu', '.tpu.experimental'):
+  for suffix in ('', '.export', '.experimental', '.inputs', '.tpu', '.tpu.experimental'):
     mods['tensorflow_estimator.estimator' + suffix] = mods['tensorflow.compat.v1.estimator' +
                                                            suffix]
   for base in ('tensorflow_estimator.python.estimator', 'tensorflow.python.estimator'):
@@ -283,6 +286,15 @@ def legacy_modules(base, estimator, export, tpu):
       base + '.tpu.tpu_config': {n: tpu[n] for n in ('TPUConfig', 'RunConfig',
                                                      'InputPipelineConfig')},
       base + '.tpu.tpu_optimizer': {'CrossShardOptimizer': _te.CrossShardOptimizer},
+      base + '.inputs': pick(INPUTS_NAMES, _ours),
+      base + '.inputs.inputs': pick(INPUTS_NAMES, _ours),
+      base + '.inputs.numpy_io': pick(('numpy_input_fn',), _ours),
+      base + '.inputs.pandas_io': pick(('pandas_input_fn',), _ours),
+      base + '.early_stopping': pick(EARLY_STOPPING_NAMES, _experimental_object),
+      base + '.hooks': pick(('InMemoryEvaluatorHook', 'make_stop_at_checkpoint_step_hook'),
+                            _experimental_object),
+      base + '.hooks.hooks': pick(('InMemoryEvaluatorHook', 'make_stop_at_checkpoint_step_hook'),
+                                  _experimental_object),
   }
 
 

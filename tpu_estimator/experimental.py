@@ -1,0 +1,16 @@
+"""`tf.estimator.experimental`'s hooks: early stopping, in-memory evaluation, stopping
+non-chief trainers at a step."""
+from tpu_estimator.early_stopping import make_early_stopping_hook
+from tpu_estimator.early_stopping import make_stop_at_checkpoint_step_hook
+from tpu_estimator.early_stopping import read_eval_metrics
+from tpu_estimator.early_stopping import stop_if_higher_hook
+from tpu_estimator.early_stopping import stop_if_lower_hook
+from tpu_estimator.early_stopping import stop_if_no_decrease_hook
+from tpu_estimator.early_stopping import stop_if_no_increase_hook
+from tpu_estimator.in_memory_eval import InMemoryEvaluatorHook
+
+__all__ = [
+    'InMemoryEvaluatorHook', 'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook',
+    'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
+    'stop_if_no_decrease_hook', 'stop_if_no_increase_hook'
+]
