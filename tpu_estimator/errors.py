@@ -4,7 +4,9 @@ Every message says what was expected, what was received and how to fix it, e.g.
 ``train_batch_size must be divisible by the number of shards. Received: train_batch_size=30
 with 4 shards. Fix: ...``.
 """
+import contextlib
 import numbers
+import re
 
 import tensorflow as tf
 
@@ -63,3 +65,26 @@ def check_hooks(name, hooks):
     if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
       raise type_error('All hooks in `%s` must be SessionRunHook instances.' % name, hook=hook)
   return hooks
+
+
+# The starts of the messages of the library's own run-time checks on what input_fn and model_fn
+# return (tf.debugging.Assert in inputs.py and host_calls.py): a failed one is the user's bad
+# input, reported as the ValueError a check at graph-building time gives.
+_RUNTIME_CHECKS = ('The first training batch has', 'Batch length of predictions',
+                   'params_batch_size=')
+
+
+@contextlib.contextmanager
+def runtime_checks_as_value_errors():
+  """Re-raises a failed run-time input check (an `InvalidArgumentError` from an Assert the
+  library built) as a `ValueError` with the check's own words; other errors pass unchanged."""
+  try:
+    yield
+  except tf.errors.InvalidArgumentError as e:
+    message = e.message or ''
+    if 'assertion failed' not in message or not any(m in message for m in _RUNTIME_CHECKS):
+      raise
+    text = message.split('assertion failed:', 1)[1].split('\n')[0]
+    text = re.sub(r'\s+', ' ', text.replace('] [', ' ').strip(' []'))
+    text = text.replace('= ', '=').replace(' ,', ',').replace("\\'", "'").replace('\\"', '"')
+    raise ValueError(text) from e

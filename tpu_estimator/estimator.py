@@ -179,7 +179,7 @@ class Estimator:
         with checkpoints.restore_errors(checkpoint):
           session = self._session(replicas, built.scaffold, all_hooks,
                                   checkpoint_dir=self._model_dir)
-        with session:
+        with errors.runtime_checks_as_value_errors(), session:
           while not session.should_stop():
             if fetch is None:
               last_loss = session.run(loss)
@@ -207,8 +207,13 @@ class Estimator:
           num_steps=steps, last_step=max_steps))
     elif steps is not None or max_steps is not None:
       result.append(_v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
-    result += hooks + built.spec_hooks + host_input.hooks + built.hooks
+    # As the original (MonitoredTrainingSession): the chief's saver, then its other hooks, then
+    # the user's, so a user hook sees the evaluation train_and_evaluate ran on this step's
+    # checkpoint (an early-stopping hook stops on the step whose evaluation said stop).
     if config.is_chief:
+      saver = checkpoints.saver_hook(self._model_dir, config, built.scaffold, listeners)
+      if saver is not None:
+        result.append(saver)
       result += built.chief_hooks
       if config.log_step_count_steps:
         batch_size = self._layout.examples_per_step()
@@ -223,10 +228,7 @@ class Estimator:
             _v1.train.SummarySaverHook
         result.append(summary_hook(save_steps=config.save_summary_steps,
                                    output_dir=self._model_dir, scaffold=built.scaffold))
-      saver = checkpoints.saver_hook(self._model_dir, config, built.scaffold, listeners)
-      if saver is not None:
-        result.append(saver)
-    return result
+    return result + hooks + built.spec_hooks + host_input.hooks + built.hooks
 
   # -------------------------------------------------------------------------------------------
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None):
@@ -258,7 +260,7 @@ class Estimator:
       all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final, bar]
       session, checkpoint = self._restored_session(replicas, built.scaffold, all_hooks,
                                                    checkpoint, explicit, 'evaluate')
-      with session:
+      with errors.runtime_checks_as_value_errors(), session:
         while not session.should_stop():
           session.run(built.fetches['update'])
       results = final.final_ops_values
@@ -328,7 +330,7 @@ class Estimator:
                                             bool(checkpoint_path), 'predict')
       else:
         session = self._session(replicas, built.scaffold, all_hooks)
-      with session:
+      with errors.runtime_checks_as_value_errors(), session:
         while not session.should_stop():
           out = session.run(fetches)
           if yield_single_examples:  # the batches of one run, concatenated: no need to split
