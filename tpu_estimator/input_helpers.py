@@ -175,7 +175,8 @@ def _input_fn(data, make, num_rows, batch_size, num_epochs, shuffle, buffer_size
     if shuffle:
       dataset = dataset.shuffle(buffer_size or 1000)
     dataset = dataset.batch(batch, drop_remainder=num_epochs is None)
-    return dataset.map(make).prefetch(1)
+    # A (features, labels) element reaches map's function as two arguments.
+    return dataset.map(lambda *element: make(element[0] if len(element) == 1 else element))
 
   return input_fn
 
