@@ -1,0 +1,95 @@
+"""The shape every canned estimator has: networks make logits from `tf.feature_column` input,
+a head makes the spec, each network trains with its own optimizer.
+
+`CannedEstimator` is an `Estimator` whose `model_fn` is built from `Part`s (a variable scope,
+a logits builder and an optimizer): the logits of all parts are summed, and each part's
+optimizer updates only the variables of its scope.  The first part's optimizer advances the
+global step (`iterations` = global step, as the original), the others keep their own counter.
+"""
+import collections
+
+import tensorflow as tf
+
+from tpu_estimator import errors
+from tpu_estimator import quiet
+from tpu_estimator.canned import head_base
+from tpu_estimator.canned import optimizers
+from tpu_estimator.estimator import Estimator
+from tpu_estimator.specs import ModeKeys
+
+_v1 = tf.compat.v1
+
+# scope: the variable scope of the part ('dnn', 'linear'); build(features, mode,
+# logits_dimension) -> (logits, update_ops); optimizer: as `optimizers.get_optimizer` takes it;
+# learning_rate: for an optimizer given by name; argument: the constructor argument that gave
+# the optimizer (named in errors).
+Part = collections.namedtuple('Part', ['scope', 'build', 'optimizer', 'learning_rate',
+                                       'argument'])
+
+
+def check_feature_columns(name, feature_columns, allow_empty=False):
+  """`feature_columns` as a list (a dict's values, as the original allowed), each a column."""
+  if isinstance(feature_columns, dict):
+    feature_columns = list(feature_columns.values())
+  if feature_columns is None or isinstance(feature_columns, (str, bytes)) or \
+      not hasattr(feature_columns, '__iter__'):
+    raise errors.type_error('%s must be a list of tf.feature_column columns.' % name,
+                            **{name: feature_columns})
+  feature_columns = list(feature_columns)
+  if not feature_columns and not allow_empty:
+    raise errors.value_error('%s must not be empty.' % name, **{name: feature_columns})
+  for column in feature_columns:
+    if not hasattr(column, 'name') or not hasattr(column, 'parse_example_spec'):
+      raise errors.type_error('Items of %s must be tf.feature_column columns.' % name,
+                              item=column)
+  return feature_columns
+
+
+def _model_fn(head, parts):
+  def model_fn(features, labels, mode, config):
+    del config
+    if not isinstance(features, dict):
+      raise errors.type_error('features must be a dict of Tensors (by feature column key).',
+                              features=features)
+    logits, update_ops, owned = [], [], []
+    with quiet.internal_calls():  # tf.feature_column's TF1 code paths
+      for part in parts:
+        before = {v.name for v in _v1.trainable_variables()}
+        part_logits, part_updates = part.build(features, mode, head.logits_dimension)
+        logits.append(part_logits)
+        update_ops.extend(part_updates)
+        owned.append([v for v in _v1.trainable_variables() if v.name not in before])
+    total = logits[0] if len(logits) == 1 else tf.add_n(logits)
+    if mode != ModeKeys.TRAIN:
+      return head.create_estimator_spec(features, mode, total, labels)
+
+    def train_op_fn(loss):
+      ops = []
+      for index, (part, variables) in enumerate(zip(parts, owned)):
+        optimizer = optimizers.get_optimizer(part.optimizer, part.learning_rate,
+                                             argument=part.argument)
+        ops.append(optimizers.minimize(optimizer, loss, variables,
+                                       _v1.train.get_or_create_global_step(),
+                                       increment_global_step=index == 0))
+      return tf.group(*ops)
+
+    return head.create_estimator_spec(features, mode, total, labels, train_op_fn=train_op_fn,
+                                      update_ops=update_ops)
+  return model_fn
+
+
+class CannedEstimator(Estimator):
+  """An `Estimator` made of a head and logits-making parts (see the module docstring)."""
+
+  def __init__(self, head, parts, model_dir=None, config=None, warm_start_from=None):
+    if not isinstance(head, head_base.Head):
+      raise errors.type_error('head must be a tpu_estimator canned Head.', head=head)
+    for part in parts:  # a bad optimizer name fails here, not at the first train call
+      if isinstance(part.optimizer, str):
+        optimizers.get_optimizer(part.optimizer, part.learning_rate,
+                                 argument=part.argument)
+    self._head = head
+    super().__init__(model_fn=_model_fn(head, list(parts)), model_dir=model_dir, config=config,
+                     warm_start_from=warm_start_from)
+
+  head = property(lambda self: self._head)

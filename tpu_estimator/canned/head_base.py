@@ -1,0 +1,220 @@
+"""What every canned head shares: labels, weights and loss reduction, Keras 2 metrics as graph
+`(value, update_op)` pairs, and turning logits into an `EstimatorSpec` for each mode.
+
+A head owns everything after the logits: the loss, the predictions, the evaluation metrics and
+the export signatures, so every canned estimator is "a network that makes logits + a head".
+Subclasses say how labels are checked, what the per-example loss is, what the predictions
+and metrics are (`_labels`, `_unweighted_loss`, `predictions`, `_metrics`, `_export_outputs`).
+"""
+import tensorflow as tf
+
+from tpu_estimator import errors
+from tpu_estimator import export as export_lib
+from tpu_estimator import inputs
+from tpu_estimator.canned import keys
+from tpu_estimator.canned import optimizers
+from tpu_estimator.specs import EstimatorSpec
+from tpu_estimator.specs import ModeKeys
+
+_v1 = tf.compat.v1
+SUM_OVER_BATCH_SIZE = 'sum_over_batch_size'
+SUM = 'sum'
+_REDUCTIONS = (SUM_OVER_BATCH_SIZE, SUM)
+
+
+def check_loss_reduction(loss_reduction):
+  """The v2 heads' reductions: the mean over all loss elements, or their sum."""
+  if loss_reduction not in _REDUCTIONS:
+    raise errors.value_error('Invalid loss_reduction.',
+                             'Use one of %s (tf.keras.losses.Reduction).' % (_REDUCTIONS,),
+                             loss_reduction=loss_reduction)
+  return loss_reduction
+
+
+def weight_key(weight_column):
+  """The feature key of `weight_column` (a string or a numeric feature column), or None."""
+  if weight_column is None:
+    return None
+  if isinstance(weight_column, str):
+    return weight_column
+  key = getattr(weight_column, 'key', None)
+  if isinstance(key, str) and hasattr(weight_column, 'dtype'):
+    return key
+  raise errors.type_error('weight_column must be a string or a numeric_column.',
+                          weight_column=weight_column)
+
+
+def keras_metric(class_name, *args, **kwargs):
+  """A Keras 2 metric (the original's metric objects, so values match exactly)."""
+  import tf_keras  # pylint: disable=import-outside-toplevel
+  return getattr(tf_keras.metrics, class_name)(*args, **kwargs)
+
+
+def metric_pair(metric, *args, sample_weight=None):
+  """`(value, update_op)` of a Keras 2 metric in the graph; its variables are local (reset
+  by every evaluation's local init, never checkpointed)."""
+  update = metric.update_state(*args, sample_weight=sample_weight)
+  value = metric.result()
+  for variable in metric.variables:
+    _v1.add_to_collection(_v1.GraphKeys.LOCAL_VARIABLES, variable)
+    _v1.add_to_collection(_v1.GraphKeys.METRIC_VARIABLES, variable)
+  return value, update
+
+
+def mean_pair(values, weights):
+  return metric_pair(keras_metric('Mean'), values, sample_weight=weights)
+
+
+class Head:
+  """Base class of the canned heads (`tf.estimator.Head`)."""
+
+  def __init__(self, logits_dimension, weight_column=None, loss_reduction=SUM_OVER_BATCH_SIZE,
+               loss_fn=None, name=None):
+    self._logits_dimension = logits_dimension
+    self._weight_column = weight_column
+    self._weight_key = weight_key(weight_column)
+    self._loss_reduction = check_loss_reduction(loss_reduction)
+    if loss_fn is not None and not callable(loss_fn):
+      raise errors.type_error('loss_fn must be callable.', loss_fn=loss_fn)
+    self._loss_fn = loss_fn
+    self._name = name
+
+  name = property(lambda self: self._name)
+  logits_dimension = property(lambda self: self._logits_dimension)
+  loss_reduction = property(lambda self: self._loss_reduction)
+
+  # --- subclass hooks -----------------------------------------------------------------------
+  def _labels(self, labels):
+    """Labels as the loss takes them, checked (a Tensor of shape [batch, ...])."""
+    raise NotImplementedError
+
+  def _unweighted_loss(self, labels, logits):
+    raise NotImplementedError
+
+  def predictions(self, logits, keys=None):  # pylint: disable=redefined-outer-name
+    raise NotImplementedError
+
+  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
+    raise NotImplementedError
+
+  def _export_outputs(self, predictions):
+    raise NotImplementedError
+
+  # --- shared -------------------------------------------------------------------------------
+  def metric_key(self, key):
+    return '%s/%s' % (key, self._name) if self._name else key
+
+  def _logits(self, logits):
+    logits = tf.convert_to_tensor(logits)
+    if logits.dtype != tf.float32:
+      logits = tf.cast(logits, tf.float32)
+    if logits.shape.rank == 1 and self._logits_dimension == 1:
+      logits = tf.expand_dims(logits, -1)
+    last = logits.shape[-1] if logits.shape.rank else None
+    if last is not None and last != self._logits_dimension:
+      raise errors.value_error('logits shape must be [batch_size, %d].' % self._logits_dimension,
+                               logits_shape=logits.shape.as_list())
+    return logits
+
+  def _weights(self, features, like):
+    if self._weight_key is None:
+      return tf.ones_like(like[:, :1])
+    if not isinstance(features, dict) or self._weight_key not in features:
+      raise errors.value_error('The weight_column is not among the features.',
+                               'Add it to what input_fn returns.', weight_column=self._weight_key)
+    weights = tf.cast(features[self._weight_key], tf.float32)
+    if weights.shape.rank == 1:
+      weights = tf.expand_dims(weights, -1)
+    return weights
+
+  @staticmethod
+  def _expand_labels(labels, width):
+    if labels is None:
+      raise ValueError('You must provide a labels Tensor. Given: None. Return labels from '
+                       'input_fn in TRAIN and EVAL mode.')
+    if isinstance(labels, tf.SparseTensor):
+      labels = tf.sparse.to_dense(labels, default_value=('' if labels.dtype == tf.string else 0))
+    labels = tf.convert_to_tensor(labels)
+    if labels.shape.rank == 1 and width == 1:
+      labels = tf.expand_dims(labels, -1)
+    return labels
+
+  def _reduce(self, unweighted_loss, weights):
+    weighted = unweighted_loss * weights
+    total = tf.reduce_sum(weighted)
+    if self._loss_reduction == SUM:
+      return total
+    return total / tf.cast(tf.size(weighted), tf.float32)
+
+  def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):
+    """The training loss: weighted per-example losses reduced by `loss_reduction`, plus the
+    regularization losses."""
+    del mode
+    logits = self._logits(logits)
+    labels = self._labels(labels)
+    unweighted = self._per_example_loss(labels, logits, features)
+    loss = self._reduce(unweighted, self._weights(features, unweighted))
+    if regularization_losses:
+      loss = loss + tf.add_n(list(regularization_losses))
+    return loss
+
+  def _per_example_loss(self, labels, logits, features):
+    if self._loss_fn is not None:
+      kwargs = inputs.accepted_kwargs(self._loss_fn, features=features)
+      unweighted = tf.cast(self._loss_fn(labels=labels, logits=logits, **kwargs), tf.float32)
+    else:
+      unweighted = self._unweighted_loss(labels, logits)
+    if unweighted.shape.rank == 1:
+      unweighted = tf.expand_dims(unweighted, -1)
+    return unweighted
+
+  def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None,
+                            trainable_variables=None, train_op_fn=None, update_ops=None,
+                            regularization_losses=None):
+    """The `EstimatorSpec` for `mode`: predictions and exports in PREDICT; loss and metrics
+    in EVAL; loss and the train op (`optimizer` over `trainable_variables`, or
+    `train_op_fn(loss)`), grouped with `update_ops`, in TRAIN."""
+    scope = self._name or 'head'
+    with tf.name_scope(scope):
+      logits = self._logits(logits)
+      predictions = self.predictions(logits)
+      if mode == ModeKeys.PREDICT:
+        return EstimatorSpec(mode, predictions=predictions,
+                             export_outputs=self._export_outputs(predictions))
+      labels = self._labels(labels)
+      unweighted = self._per_example_loss(labels, logits, features)
+      weights = self._weights(features, unweighted)
+      loss = self._reduce(unweighted, weights)
+      regularization = tf.add_n(list(regularization_losses)) if regularization_losses else None
+      total = loss + regularization if regularization is not None else loss
+      if mode == ModeKeys.EVAL:
+        metrics = self._metrics(labels, logits, predictions, unweighted, weights)
+        if regularization is not None:
+          metrics[self.metric_key(keys.MetricKeys.LOSS_REGULARIZATION)] = \
+              mean_pair(regularization, None)
+        return EstimatorSpec(mode, predictions=predictions, loss=total,
+                             eval_metric_ops=metrics)
+    train_op = self._train_op(total, optimizer, trainable_variables, train_op_fn, update_ops)
+    _v1.summary.scalar(self.metric_key(keys.MetricKeys.LOSS_MEAN),
+                       tf.reduce_sum(unweighted * weights) / tf.reduce_sum(weights))
+    return EstimatorSpec(mode, predictions=predictions, loss=total, train_op=train_op)
+
+  @staticmethod
+  def _train_op(loss, optimizer, trainable_variables, train_op_fn, update_ops):
+    if (optimizer is None) == (train_op_fn is None):
+      raise ValueError('Exactly one of optimizer and train_op_fn must be set in TRAIN mode. '
+                       'Received: optimizer=%r, train_op_fn=%r.' % (optimizer, train_op_fn))
+    if optimizer is not None:
+      if trainable_variables is None:
+        trainable_variables = _v1.trainable_variables()
+      train_op = optimizers.minimize(optimizer, loss, list(trainable_variables),
+                                     _v1.train.get_or_create_global_step())
+    else:
+      train_op = train_op_fn(loss)
+    if update_ops:
+      train_op = tf.group(train_op, *update_ops)
+    return train_op
+
+
+def predict_output(predictions):
+  return export_lib.PredictOutput(predictions)

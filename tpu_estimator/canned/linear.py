@@ -1,0 +1,80 @@
+"""`LinearClassifier`, `LinearRegressor` and `LinearEstimator`: a linear model over
+`tf.feature_column` input (`tf.estimator.Linear*` of tensorflow-estimator 2.15).
+
+`tf.compat.v1.feature_column.linear_model` in the `linear` scope makes the original's
+variables (`linear/linear_model/<column>/weights`, `linear/linear_model/bias_weights`, all
+zero-initialised), and the default optimizer is Ftrl with learning rate
+min(0.2, 1/sqrt(number of columns)), as the original's.
+"""
+import math
+
+import tensorflow as tf
+
+from tpu_estimator import errors
+from tpu_estimator.canned import canned_estimator
+from tpu_estimator.canned import classification_heads
+from tpu_estimator.canned import head_base
+from tpu_estimator.canned import regression_heads
+
+_v1 = tf.compat.v1
+_SPARSE_COMBINERS = ('mean', 'sqrtn', 'sum')
+
+
+def learning_rate(feature_columns, ceiling=0.2):
+  return min(ceiling, 1. / math.sqrt(len(feature_columns)))
+
+
+def linear_part(feature_columns, optimizer, sparse_combiner='sum', argument='optimizer',
+                rate_ceiling=0.2):
+  """The linear model as a `canned_estimator.Part` (scope `linear`)."""
+  feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
+  if sparse_combiner not in _SPARSE_COMBINERS:
+    raise errors.value_error('sparse_combiner must be one of %s.' % (_SPARSE_COMBINERS,),
+                             sparse_combiner=sparse_combiner)
+
+  def build(features, mode, logits_dimension):
+    del mode
+    with _v1.variable_scope('linear'):
+      logits = _v1.feature_column.linear_model(features, feature_columns,
+                                               units=logits_dimension,
+                                               sparse_combiner=sparse_combiner)
+    for bias in _v1.global_variables():
+      if bias.op.name == 'linear/linear_model/bias_weights':
+        _v1.summary.histogram('bias', bias)
+    return logits, []
+
+  return canned_estimator.Part('linear', build, optimizer,
+                               learning_rate(feature_columns, rate_ceiling), argument)
+
+
+class LinearEstimator(canned_estimator.CannedEstimator):
+  """A linear model with any head (`tf.estimator.LinearEstimator`)."""
+
+  def __init__(self, head, feature_columns, model_dir=None, optimizer='Ftrl', config=None,
+               sparse_combiner='sum', warm_start_from=None):
+    part = linear_part(feature_columns, optimizer, sparse_combiner)
+    super().__init__(head, [part], model_dir, config, warm_start_from)
+
+
+class LinearClassifier(LinearEstimator):
+  """Classifies into `n_classes` with a linear model (`tf.estimator.LinearClassifier`)."""
+
+  def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None,
+               label_vocabulary=None, optimizer='Ftrl', config=None, warm_start_from=None,
+               loss_reduction=head_base.SUM_OVER_BATCH_SIZE, sparse_combiner='sum'):
+    head = classification_heads.classification_head(n_classes, weight_column, label_vocabulary,
+                                                    loss_reduction)
+    super().__init__(head, feature_columns, model_dir, optimizer, config, sparse_combiner,
+                     warm_start_from)
+
+
+class LinearRegressor(LinearEstimator):
+  """Predicts `label_dimension` real values with a linear model
+  (`tf.estimator.LinearRegressor`)."""
+
+  def __init__(self, feature_columns, model_dir=None, label_dimension=1, weight_column=None,
+               optimizer='Ftrl', config=None, warm_start_from=None,
+               loss_reduction=head_base.SUM_OVER_BATCH_SIZE, sparse_combiner='sum'):
+    head = regression_heads.RegressionHead(label_dimension, weight_column, loss_reduction)
+    super().__init__(head, feature_columns, model_dir, optimizer, config, sparse_combiner,
+                     warm_start_from)
