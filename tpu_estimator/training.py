@@ -14,6 +14,7 @@ import time
 import tensorflow as tf
 
 from tpu_estimator import checkpoints
+from tpu_estimator import early_stopping
 from tpu_estimator import errors
 from tpu_estimator.config import TaskType
 
@@ -298,13 +299,28 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
 
 
 def _run_evaluator(estimator, train_spec, eval_spec):
-  """The `evaluator` task: evaluates each new checkpoint until `max_steps` is reached."""
+  """The `evaluator` task: evaluates each new checkpoint until `max_steps` is reached, or
+  until it evaluated the step an early-stopping hook stopped the chief at."""
   time.sleep(eval_spec.start_delay_secs)
   evaluator = _Evaluator(estimator, eval_spec, train_spec.max_steps)
-  for checkpoint in tf.train.checkpoints_iterator(estimator.model_dir,
-                                                  min_interval_secs=eval_spec.throttle_secs):
-    evaluator.evaluate_and_export()
+  evaluated = [-1]
+
+  def stopped_early():
+    stop = early_stopping.stopped_at(estimator.model_dir)
+    return stop is not None and evaluated[0] >= stop
+
+  for checkpoint in tf.train.checkpoints_iterator(
+      estimator.model_dir, min_interval_secs=eval_spec.throttle_secs,
+      timeout=_EARLY_STOP_POLL_SECS, timeout_fn=stopped_early):
+    result = evaluator.evaluate_and_export()
     step = checkpoints.global_step_of(checkpoint)
+    if result is not None:
+      evaluated[0] = max(evaluated[0], int(result['global_step']))
     if train_spec.max_steps is not None and step >= train_spec.max_steps:
       break
+    if stopped_early():
+      break
   return evaluator.last_result, evaluator.export_results
+
+
+_EARLY_STOP_POLL_SECS = 10  # how often a waiting evaluator looks for the early-stop marker
