@@ -4,6 +4,7 @@ patches TensorFlow for a whole process), and the hint that sends a TF 1.x progra
 `--tf1` there.  What the contrib functions compute is tested beside them; programs that train
 with them are in test_legacy_contrib_programs.py."""
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -174,3 +175,112 @@ def test_tf1_hint_for_graph_only_code_in_eager_mode():
   assert 'tpu-estimator run --tf1' in compat.tf1_hint(error)
   assert compat.tf1_hint(RuntimeError('something else')) is None
   assert compat.tf1_hint(ValueError('module tensorflow')) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# TPUClusterResolver with no TPU named, and the private estimator helper tensorflow/tpu calls
+
+@pytest.fixture(scope='module')
+def resolver_runs():
+  """tests/legacy_programs/tpu_resolver_program.py (tensorflow/tpu's mnist/resnet pattern)
+  with no --tpu: compat.v1 + tf.distribute resolver sharded over 2 CPUs without --tf1, and
+  tf.contrib.cluster_resolver on one device with --tf1; {name: (rc, output, report)}."""
+  workdir = tempfile.mkdtemp(prefix='tpu_estimator_resolver_')
+  run = [sys.executable, '-m', 'tpu_estimator', 'run']
+  commands = {
+      'distribute_sharded': run + ['tpu_resolver_program.py', '--resolver=distribute',
+                                   '--use_tpu', '--num_shards=2'],
+      'contrib_tf1': run + ['--tf1', 'tpu_resolver_program.py', '--resolver=contrib'],
+  }
+  procs = {}
+  for name, argv in commands.items():
+    argv = argv + ['--model_dir=' + os.path.join(workdir, name),
+                   '--output_json=' + os.path.join(workdir, name + '.json')]
+    procs[name] = subprocess.Popen(argv, cwd=PROGRAMS, env=_env(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+  results = {}
+  for name, proc in procs.items():
+    output, _ = proc.communicate(timeout=TIMEOUT)
+    path = os.path.join(workdir, name + '.json')
+    report = None
+    if os.path.isfile(path):
+      with open(path) as f:
+        report = json.load(f)
+    results[name] = (proc.returncode, output, report)
+  return results
+
+
+@pytest.mark.parametrize('mode', ['distribute_sharded', 'contrib_tf1'])
+def test_unnamed_tpu_resolver_runs_the_program_on_this_machine(resolver_runs, mode):
+  """TPUClusterResolver('') (TensorFlow 2 raises 'Please provide a TPU Name') resolves to the
+  local master with no cluster; RunConfig(cluster=resolver) trains and evaluates; the private
+  _load_global_step_from_checkpoint_dir reads 0 before training and the last step after."""
+  report = _report(resolver_runs, mode)
+  assert report['resolver_class'] == (
+      'tpu_estimator.compat.cluster_resolver.TPUClusterResolver')
+  assert report['is_tensorflow_resolver'] is True
+  assert (report['master'], report['cluster_spec'], report['config_master']) == ('', {}, '')
+  assert (report['step_before'], report['step_after'], report['eval_global_step']) == (0, 4, 4)
+  assert 0.0 < report['eval_loss'] < 5.0
+
+
+def _resolver_env(monkeypatch, **values):
+  from tpu_estimator.compat import cluster_resolver  # pylint: disable=import-outside-toplevel
+  for name in cluster_resolver.TPU_ENV_VARIABLES:
+    monkeypatch.delenv(name, raising=False)
+  for name, value in values.items():
+    monkeypatch.setenv(name, value)
+  return cluster_resolver
+
+
+@pytest.mark.parametrize('tpu', [None, '', b''])
+def test_resolver_with_no_tpu_logs_once_and_resolves_locally(monkeypatch, tpu):
+  cluster_resolver = _resolver_env(monkeypatch)
+  records = []
+  handler = logging.Handler()
+  handler.emit = records.append
+  logger = tf.get_logger()
+  logger.addHandler(handler)
+  level = logger.level
+  logger.setLevel(logging.INFO)
+  try:
+    resolver = cluster_resolver.TPUClusterResolver(tpu)
+  finally:
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+  assert resolver.resolved_locally
+  assert resolver.master() == '' and resolver.cluster_spec().as_dict() == {}
+  assert resolver.get_job_name() == 'worker'
+  messages = [r.getMessage() for r in records]
+  assert len(messages) == 1 and 'resolving to the local machine' in messages[0]
+
+
+def test_resolver_with_a_tpu_named_or_configured_goes_to_tensorflow(monkeypatch):
+  """A named TPU (or one named in the environment) is TensorFlow's to resolve, and fails as
+  TensorFlow's does; zone and project given, so nothing asks GCE metadata here."""
+  cluster_resolver = _resolver_env(monkeypatch)
+  named = cluster_resolver.TPUClusterResolver('my-tpu', zone='z', project='p')
+  assert not named.resolved_locally
+  with pytest.raises(Exception) as raised:  # no TPU API client / no network here
+    named.master()
+  assert 'local' not in str(raised.value)
+  cluster_resolver = _resolver_env(monkeypatch, TPU_NAME='env-tpu')
+  from_env = cluster_resolver.TPUClusterResolver('', zone='z', project='p')
+  assert not from_env.resolved_locally
+
+
+def test_load_global_step_from_checkpoint_dir(tmp_path):
+  """0 for a directory without checkpoints (or none at all), else the latest one's step."""
+  from tpu_estimator.compat import namespaces  # pylint: disable=import-outside-toplevel
+  load = namespaces.load_global_step_from_checkpoint_dir
+  assert load(str(tmp_path / 'missing')) == 0 and load(str(tmp_path)) == 0
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      saver = tf.compat.v1.train.Saver()
+      sess.run(step.assign(7))
+      saver.save(sess, str(tmp_path / 'model.ckpt'), global_step=7)
+      sess.run(step.assign(12))
+      saver.save(sess, str(tmp_path / 'model.ckpt'), global_step=12)
+  assert load(str(tmp_path)) == 12

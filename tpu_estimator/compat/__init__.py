@@ -8,6 +8,9 @@ a program that never calls `install()` sees TensorFlow exactly as shipped.
 - `tf.estimator`, `tf.compat.v2.estimator`: the v2 namespace (plus `.tpu`, as in TF 1.x);
 - `tf.compat.v1.estimator`: the v1 namespace, with `.tpu`, `.export`, `.experimental`;
 - `tf.compat.v1.tpu.CrossShardOptimizer`: ours (TensorFlow's calls a TPU-only op);
+- `TPUClusterResolver` in `tf[.compat.v1].distribute.cluster_resolver` (and so
+  `tf.contrib.cluster_resolver`): with no TPU named or configured, it resolves to the local
+  machine instead of raising (see `compat.cluster_resolver`);
 - `tf.contrib` (on `tensorflow` and `tensorflow.compat.v1`): see `compat.contrib`;
 and registers in `sys.modules` the import paths legacy code used: `tensorflow.estimator[.*]`,
 `tensorflow.compat.v1.estimator[.*]`, `tensorflow.compat.v2.estimator[.*]`,
@@ -17,10 +20,12 @@ plus `tensorflow.compat[.v1|.v2]` (the patched objects).
 
 The parts, each in its module: `namespaces` (the estimator namespace tables and the shared
 import machinery), `contrib` (tf.contrib), `tf1` (the --tf1 mode and the hint that points TF 1.x
-programs to it), `legacy_keras` (tf.compat.v1.layers on tf_keras), `tf_modules` (TensorFlow's
+programs to it), `legacy_keras` (tf.compat.v1.layers on tf_keras), `cluster_resolver` (the
+local-machine TPUClusterResolver), `tf_modules` (TensorFlow's
 module objects).  Names the original had but this package does not provide raise an error
 saying so and what to use instead.
 """
+from tpu_estimator.compat import cluster_resolver as _cluster_resolver
 from tpu_estimator.compat import contrib as _contrib
 from tpu_estimator.compat import namespaces as _namespaces
 from tpu_estimator.compat import tf1 as _tf1
@@ -51,6 +56,7 @@ def install(tf1=False):
     tpu = getattr(module, 'tpu', None)
     if tpu is not None:
       _tf_modules.set_attr(tpu, 'CrossShardOptimizer', te.CrossShardOptimizer)
+  _cluster_resolver.install(v2_modules + v1_modules)
   contrib = _contrib.install(v2_modules, v1_modules)  # imports TensorFlow 2: before the switch
   if tf1:
     _tf1.install_tf1(contrib, _namespaces.build()['_v1'])

@@ -263,13 +263,32 @@ def build():
   return _BUILT
 
 
+def load_global_step_from_checkpoint_dir(checkpoint_dir):
+  """The global step of the latest checkpoint in `checkpoint_dir`, 0 when there is none or
+  it cannot be read: the original's private `estimator._load_global_step_from_checkpoint_dir`,
+  which tensorflow/tpu's training loops (resnet, efficientnet, mnasnet) call to find where a
+  restarted run resumes."""
+  from tpu_estimator import checkpoints  # pylint: disable=import-outside-toplevel
+  try:
+    return checkpoints.global_step_of(checkpoints.latest_checkpoint(checkpoint_dir))
+  except Exception:  # pylint: disable=broad-except
+    return 0  # as the original: a missing or unreadable checkpoint means "start at 0"
+
+
+# Private helpers of the original's modules that public programs called anyway.
+PRIVATE_HELPERS = {
+    '_load_global_step_from_checkpoint_dir': load_global_step_from_checkpoint_dir,
+}
+
+
 def legacy_modules(base, estimator, export, tpu):
   """The modules under `base` (`tensorflow_estimator.python.estimator`, or TF 1.x's
   `tensorflow.python.estimator`) that legacy code imported from directly."""
   pick_ = lambda *names: {n: estimator[n] for n in names if n in estimator}
   return {
       base: {},
-      base + '.estimator': pick_('Estimator', 'WarmStartSettings', 'VocabInfo'),
+      base + '.estimator': dict(pick_('Estimator', 'WarmStartSettings', 'VocabInfo'),
+                                **PRIVATE_HELPERS),
       base + '.estimator_lib': dict(estimator),
       base + '.model_fn': pick_('EstimatorSpec', 'ModeKeys'),
       base + '.mode_keys': pick_('ModeKeys'),
