@@ -42,7 +42,9 @@ class _GraphNames:
     import collections  # pylint: disable=import-outside-toplevel
     self.uids = collections.defaultdict(int)
     self.scopes = {}  # (graph id, layer id) -> the absolute scope it first got
+    self.paths = {}  # (graph id, Keras path) -> the TensorFlow scope that path opened there
     self.keep = []  # the graphs and layers keyed above, alive as long as this state
+    self.seed_generator = None  # Keras' global SeedGenerator for this graph (keras_in_graph)
 
 
 def _global_state():
@@ -62,6 +64,21 @@ def _state_of(graph, create=False):
     state = _GraphNames()
     setattr(root, _STATE_ATTR, state)
   return state
+
+
+def root_graph(graph):
+  """The outermost graph of `graph` (itself unless a function or loop body)."""
+  return _root(graph)
+
+
+def graph_state():
+  """The Keras state of the current graph when `names()` marked it, else None."""
+  return _state_of(tf.compat.v1.get_default_graph())
+
+
+def in_marked_graph():
+  """Whether the current graph (or the one it is a body of) is being built by model_fn."""
+  return graph_state() is not None
 
 
 def optimizer_error(optimizer, detail=None):
@@ -102,6 +119,8 @@ def _install_scope_patch():
   if _patched:
     return
   _install_optimizer_guard()
+  from tpu_estimator import keras_in_graph  # pylint: disable=import-outside-toplevel
+  keras_in_graph.install()
   try:
     from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel
   except ImportError:
@@ -126,13 +145,68 @@ def _install_scope_patch():
     if first is not None:
       self._tf_name_scope = tf.name_scope(first)  # pylint: disable=protected-access
     result = original(self)
-    if first is None and getattr(self, '_pop_on_exit', False):
-      state.scopes[key] = graph.get_name_scope() + '/'
-      state.keep.append((graph, caller))
+    if getattr(self, '_pop_on_exit', False):
+      if first is None:
+        state.scopes[key] = graph.get_name_scope() + '/'
+        state.keep.append((graph, caller))
+      path = _keras_path()
+      if path:
+        state.paths.setdefault((id(graph), path), graph.get_name_scope())
     return result
 
   scope_class.__enter__ = __enter__
   _patched.append(scope_class)
+  _install_deferred_variable_scope()
+
+
+def _keras_path():
+  try:
+    from keras.src.backend.common import name_scope  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return ''
+  return name_scope.current_path()
+
+
+def _deferred_scope(state, graph, path):
+  """The TensorFlow scope for a variable at Keras `path` created after its layers' scopes
+  closed: the scope its nearest enclosing Keras scope opened in `graph`, plus the rest of
+  the path (`net` opened `net`, so `net/dense/kernel` goes to `net/dense/`)."""
+  parts = path.split('/')[:-1]
+  for end in range(len(parts), 0, -1):
+    opened = state.paths.get((id(graph), '/'.join(parts[:end])))
+    if opened is not None:
+      return '/'.join([opened] * bool(opened) + parts[end:]) + '/'
+  return None
+
+
+def _install_deferred_variable_scope():
+  """A subclassed model or Sequential without an input shape builds its layers in a scratch
+  graph (Keras 3's symbolic build), and their variables are created afterwards, in the
+  model's scope only (`net/kernel`, `net/kernel_1`): in marked graphs they are created in
+  the scope of their own Keras path instead (`net/dense/kernel`), as Keras 2 named them."""
+  try:
+    from keras.src.backend.common import variables  # pylint: disable=import-outside-toplevel
+    from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return
+  for cls in (variables.Variable, core.Variable):  # the TensorFlow backend overrides it
+    original = cls.__dict__.get('_deferred_initialize')
+    if original is None or getattr(original, '_tpu_estimator_guard', False):
+      continue
+
+    def _deferred_initialize(self, _original=original):
+      if tf.executing_eagerly():
+        return _original(self)
+      graph = tf.compat.v1.get_default_graph()
+      state = _state_of(graph)
+      scope = _deferred_scope(state, graph, getattr(self, 'path', '')) if state else None
+      if scope is None:
+        return _original(self)
+      with tf.name_scope(scope):
+        return _original(self)
+
+    _deferred_initialize._tpu_estimator_guard = True  # pylint: disable=protected-access
+    cls._deferred_initialize = _deferred_initialize
 
 
 @contextlib.contextmanager
