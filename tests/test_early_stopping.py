@@ -246,3 +246,21 @@ def test_stop_at_checkpoint_step_hook(tmp_path, monkeypatch):
       while not session.should_stop():
         steps.append(session.run(train_op))
     assert steps == [1, 2, 3]
+
+
+def test_two_workers_stop_together_when_the_chief_says_stop(tmp_path):
+  """A multi-worker strategy: the workers meet in collectives every step, so one stopping
+  alone would leave the other waiting.  Only the chief's should_stop_fn says stop (its second
+  call, at step 10); both tasks stop there and exit cleanly."""
+  from tpu_estimator import launcher  # pylint: disable=import-outside-toplevel
+  out = tmp_path / 'out'
+  out.mkdir()
+  program = os.path.join(REPO, 'tests', 'multiworker', 'early_stopping_program.py')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  codes = launcher.launch([program, str(tmp_path / 'model'), str(out)], 2, env=env,
+                          timeout=240)
+  assert codes == [0, 0]
+  for task in ('chief0', 'worker0'):
+    with open(os.path.join(str(out), task + '.json')) as f:
+      assert json.load(f) == {'calls': 2, 'checkpoint_step': 10}, task
+  assert early_stopping.stopped_at(str(tmp_path / 'model')) == 10

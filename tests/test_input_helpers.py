@@ -129,7 +129,7 @@ def test_numpy_several_pipelines_read_their_own_rows():
 
 
 def test_pandas_input_fn():
-  pd = pytest.importorskip('pandas')  # an optional dependency (in the `test` extra)
+  import pandas as pd  # pylint: disable=import-outside-toplevel  (the `test` extra has it)
   x = pd.DataFrame({'a': np.arange(5, dtype=np.float32), 'b': list('vwxyz')},
                    index=np.arange(10, 15))
   y = pd.Series(np.arange(5) * 10, index=x.index)
