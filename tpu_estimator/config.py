@@ -287,10 +287,13 @@ class TPUConfig(
         'per_host_input_for_training', 'tpu_job_name', 'initial_infeed_sleep_secs',
         'input_partition_dims', 'eval_training_input_configuration',
         'experimental_host_call_every_n_steps', 'experimental_allow_per_host_v2_parallel_get_next',
-        'experimental_feed_hook'
+        'experimental_feed_hook', 'gradient_accumulation_steps'
     ])):
   """Sharding and device-loop settings: `iterations_per_loop` steps per host round trip,
   `num_shards` replicas (TPU cores, GPUs, or logical CPU devices when there is no accelerator).
+  `gradient_accumulation_steps=N` (use_tpu=True) makes each training step N micro-batches of
+  `params['batch_size']` and one optimizer update with their mean gradient; the global step,
+  `max_steps` and `iterations_per_loop` count updates.
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,
@@ -299,8 +302,9 @@ class TPUConfig(
               eval_training_input_configuration=InputPipelineConfig.PER_HOST_V1,
               experimental_host_call_every_n_steps=1,
               experimental_allow_per_host_v2_parallel_get_next=False,
-              experimental_feed_hook=None):
+              experimental_feed_hook=None, gradient_accumulation_steps=1):
     parse_iterations_per_loop(iterations_per_loop)
+    errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
     errors.check_positive_int('num_shards', num_shards, allow_none=True)
     if num_cores_per_replica is not None:
       if num_cores_per_replica not in _VALID_CORES_PER_REPLICA:
@@ -341,7 +345,8 @@ class TPUConfig(
         cls, iterations_per_loop, num_shards, num_cores_per_replica, per_host_input_for_training,
         tpu_job_name, initial_infeed_sleep_secs, input_partition_dims,
         eval_training_input_configuration, experimental_host_call_every_n_steps,
-        experimental_allow_per_host_v2_parallel_get_next, experimental_feed_hook)
+        experimental_allow_per_host_v2_parallel_get_next, experimental_feed_hook,
+        gradient_accumulation_steps)
 
   @property
   def input_mode(self):

@@ -11,6 +11,7 @@ import collections
 import tensorflow as tf
 from tensorflow.python.training import training_util
 
+from tpu_estimator import accumulation
 from tpu_estimator import cpu_updates
 from tpu_estimator import device_loop
 from tpu_estimator import errors
@@ -106,6 +107,12 @@ def _get_or_create_eval_step():
 def build_train(plan, model_fn, host_input, global_step):
   if plan.loop:
     return _build_train_loop(plan, model_fn, host_input, global_step)
+  if accumulation.steps_of(plan.config) > 1:
+    raise errors.value_error(
+        'TPUConfig.gradient_accumulation_steps > 1 needs the device loop of use_tpu=True.',
+        'Pass TPUEstimator(use_tpu=True) (TPUConfig(num_shards=1) for one device), or '
+        'gradient_accumulation_steps=1.',
+        gradient_accumulation_steps=accumulation.steps_of(plan.config), use_tpu=False)
   features, labels = host_input.next_batch()
   spec = _call(plan, model_fn, features, labels, ModeKeys.TRAIN)
   spec_hooks = list(spec.training_hooks)
@@ -157,14 +164,18 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         loss = tf.identity(loss)
     return loss
 
+  next_inputs = host_input.next_replica_inputs
+  micro_batches = accumulation.steps_of(plan.config)
+  if micro_batches > 1:
+    run_step, next_inputs = _accumulating_step(plan, replica_step, host_input,
+                                               micro_batches, captured), lambda: None
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
   # loop must not start before it was read.
   step_read = _v1.get_collection(training_util.GLOBAL_STEP_READ_KEY)
   with plan.replicas.scope(), tf.control_dependencies(step_read), \
       cpu_updates.elementwise_adam(active=plan.replicas.on_cpu):
-    steps_run, loss = device_loop.train_loop(host_input.next_replica_inputs, run_step,
-                                             iterations)
+    steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
   _drop_loop_summaries()
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
@@ -175,6 +186,27 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
   extras = {'iterations': iterations, 'steps_run': steps_run, 'global_step': step_after}
   return Built({'loss': loss}, [], scaffold, spec_hooks, [], extras)
+
+
+def _accumulating_step(plan, replica_step, host_input, micro_batches, captured):
+  """`run_step` of a loop whose steps are `micro_batches` micro-batches and one update
+  (accumulation.py); it reads its own inputs."""
+  accumulating = accumulation.Accumulation(micro_batches)
+  replicas = plan.replicas.local_replicas
+
+  def micro_step():
+    outs = _run_replicas(plan, replica_step, host_input.next_replica_inputs())
+    if captured['spec'].host_call is not None:
+      raise errors.value_error(
+          'host_call is not supported with TPUConfig.gradient_accumulation_steps > 1.',
+          'Drop host_call or set gradient_accumulation_steps=1.',
+          gradient_accumulation_steps=micro_batches)
+    return tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
+
+  def apply_step(fn):
+    return plan.replicas.run(lambda _: fn(), [(tf.constant(i),) for i in range(replicas)])
+
+  return lambda _: accumulating.step(micro_step, apply_step)
 
 
 # ---------------------------------------------------------------------------------------------
