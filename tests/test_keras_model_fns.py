@@ -157,3 +157,25 @@ def test_dropout_mask_changes_every_step(tmp_path):
   rows = [p['y'] for p in est.predict(input_fn, yield_single_examples=False)]
   assert len(rows) == 3
   assert not np.array_equal(rows[0], rows[1]) and not np.array_equal(rows[1], rows[2])
+
+
+@pytest.mark.parametrize('call', ['minimize', 'apply_gradients'])
+def test_keras_optimizer_in_model_fn_names_the_supported_pattern(tmp_path, call):
+  """A Keras 3 optimizer cannot build a graph train_op: a TypeError says what to use."""
+
+  def model_fn(features, labels, mode, params):
+    del params
+    logits = tf.keras.layers.Dense(kp.NUM_CLASSES)(features['x'])
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits)
+    optimizer = tf.keras.optimizers.SGD(0.1)
+    if call == 'minimize':
+      train_op = optimizer.minimize(loss, v1.trainable_variables())
+    else:
+      variables = v1.trainable_variables()
+      train_op = optimizer.apply_gradients(zip(tf.gradients(loss, variables), variables))
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  est = te.TPUEstimator(model_fn, config=te.RunConfig(model_dir=str(tmp_path)), use_tpu=False,
+                        train_batch_size=kp.BATCH)
+  with pytest.raises(TypeError, match='tf.compat.v1.train'):
+    est.train(kp.train_input_fn, max_steps=1)
