@@ -1,4 +1,4 @@
-"""Speed of gradient accumulation (and mixed precision) against the plain run, in one process.
+"""Speed of gradient accumulation and mixed precision against the plain run, in one process.
 
     .venv/bin/python benchmarks/precision_accumulation.py [--quick] [--models small,compute]
 
@@ -9,10 +9,15 @@ iterations_per_loop=100, v1 Adam, timed over interleaved rounds (medians):
   accumulate 4     TPUConfig(gradient_accumulation_steps=4), micro-batch B/4: the same
                    examples per update as plain, in four passes
   accumulate 4 xB  micro-batch B: four times the examples per update
+  mixed_bfloat16   TPUConfig(precision='mixed_bfloat16'), batch B
+  mixed_float16    TPUConfig(precision='mixed_float16') (dynamic loss scaling), batch B
 
-Rates are updates/s and examples/s, and the ratio of examples/s to plain.  CPU numbers are
+The model_fn is benchmarks/models.py's MLP with the logits cast to float32 for the loss (what
+a mixed-precision model_fn does).  Rates are updates/s and examples/s, and the ratio of examples/s to plain.  CPU numbers are
 reported, not targeted: accumulation pays where a larger batch does not fit in memory, not in
-speed (each micro-batch adds an inner-loop iteration and an accumulator update per variable).
+speed (each micro-batch adds an inner-loop iteration and an accumulator update per variable);
+most CPUs have no fast bfloat16/float16 matmuls, so mixed precision is expected to be slower
+on CPU (it is for GPUs/TPUs).
 """
 import argparse
 import tempfile
@@ -21,29 +26,44 @@ import time
 import _common
 
 import models
+import tensorflow as tf
 
 
-def _estimator(te, spec, model_dir, batch, accumulate=1, ipl=100):
+def _model_fn(spec, te):
+  def model_fn(features, labels, mode, params):
+    del mode, params
+    logits = tf.cast(models._graph_logits(spec, features['x']), tf.float32)  # pylint: disable=protected-access
+    loss = models._loss(labels, logits)  # pylint: disable=protected-access
+    train_op = tf.compat.v1.train.AdamOptimizer(spec.lr).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return te.TPUEstimatorSpec('train', loss=loss, train_op=train_op)
+  return model_fn
+
+
+def _estimator(te, spec, model_dir, batch, accumulate=1, precision=None, ipl=100):
   config = te.RunConfig(
       model_dir=model_dir, save_checkpoints_steps=10**8, save_summary_steps=10**8,
       log_step_count_steps=10**8, progress_bar=False,
       tpu_config=te.TPUConfig(iterations_per_loop=ipl, num_shards=1,
-                              gradient_accumulation_steps=accumulate))
-  return te.TPUEstimator(models.make_model_fn(spec, te.TPUEstimatorSpec), config=config,
-                         use_tpu=True, train_batch_size=batch)
+                              gradient_accumulation_steps=accumulate, precision=precision))
+  return te.TPUEstimator(_model_fn(spec, te), config=config, use_tpu=True,
+                         train_batch_size=batch)
 
 
 def _variants(spec):
-  """(name, micro-batch, accumulation steps)."""
-  return [('plain', spec.batch, 1),
-          ('accumulate 4', spec.batch // 4, 4),
-          ('accumulate 4 xB', spec.batch, 4)]
+  """(name, micro-batch, accumulation steps, precision)."""
+  return [('plain', spec.batch, 1, None),
+          ('accumulate 4', spec.batch // 4, 4, None),
+          ('accumulate 4 xB', spec.batch, 4, None),
+          ('mixed_bfloat16', spec.batch, 1, 'mixed_bfloat16'),
+          ('mixed_float16', spec.batch, 1, 'mixed_float16')]
 
 
 def bench(spec, te, steps, rounds):
   runners = {}
-  for name, batch, accumulate in _variants(spec):
-    est = _estimator(te, spec, tempfile.mkdtemp(prefix='bench_acc_'), batch, accumulate)
+  for name, batch, accumulate, precision in _variants(spec):
+    est = _estimator(te, spec, tempfile.mkdtemp(prefix='bench_acc_'), batch, accumulate,
+                     precision)
     runner = models.EstimatorTrain(est, spec, per_run=100)
     runner.run(100)  # warm-up call: builds and saves the first checkpoint
     runners[name] = (runner, batch * accumulate)
@@ -67,7 +87,7 @@ def main():
   args = parser.parse_args()
   _common.quiet_tf()
   import tpu_estimator as te  # pylint: disable=import-outside-toplevel
-  _common.header('Gradient accumulation vs plain training (TPUEstimator, 1 shard, ipl=100)')
+  _common.header('Gradient accumulation and mixed precision vs plain training (TPUEstimator, 1 shard, ipl=100)')
   steps, rounds = (300, 3) if args.quick else (1000, 5)
   for name in args.models.split(','):
     spec = models.SPECS[name]

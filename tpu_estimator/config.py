@@ -287,13 +287,15 @@ class TPUConfig(
         'per_host_input_for_training', 'tpu_job_name', 'initial_infeed_sleep_secs',
         'input_partition_dims', 'eval_training_input_configuration',
         'experimental_host_call_every_n_steps', 'experimental_allow_per_host_v2_parallel_get_next',
-        'experimental_feed_hook', 'gradient_accumulation_steps'
+        'experimental_feed_hook', 'gradient_accumulation_steps', 'precision'
     ])):
   """Sharding and device-loop settings: `iterations_per_loop` steps per host round trip,
   `num_shards` replicas (TPU cores, GPUs, or logical CPU devices when there is no accelerator).
   `gradient_accumulation_steps=N` (use_tpu=True) makes each training step N micro-batches of
   `params['batch_size']` and one optimizer update with their mean gradient; the global step,
-  `max_steps` and `iterations_per_loop` count updates.
+  `max_steps` and `iterations_per_loop` count updates.  `precision='mixed_bfloat16'` or
+  `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
+  (precision.py).
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,
@@ -302,9 +304,18 @@ class TPUConfig(
               eval_training_input_configuration=InputPipelineConfig.PER_HOST_V1,
               experimental_host_call_every_n_steps=1,
               experimental_allow_per_host_v2_parallel_get_next=False,
-              experimental_feed_hook=None, gradient_accumulation_steps=1):
+              experimental_feed_hook=None, gradient_accumulation_steps=1, precision=None):
     parse_iterations_per_loop(iterations_per_loop)
     errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
+    if precision not in (None, 'mixed_bfloat16', 'mixed_float16'):
+      raise errors.value_error('`precision` must be None, "mixed_bfloat16" or "mixed_float16".',
+                               'Pass one of those (None: float32).', precision=precision)
+    if precision == 'mixed_float16' and gradient_accumulation_steps > 1:
+      raise errors.value_error(
+          'precision="mixed_float16" (dynamic loss scaling) cannot be combined with '
+          'gradient_accumulation_steps > 1 yet.', 'Use "mixed_bfloat16" (no loss scaling) or '
+          'gradient_accumulation_steps=1.', precision=precision,
+          gradient_accumulation_steps=gradient_accumulation_steps)
     errors.check_positive_int('num_shards', num_shards, allow_none=True)
     if num_cores_per_replica is not None:
       if num_cores_per_replica not in _VALID_CORES_PER_REPLICA:
@@ -346,7 +357,7 @@ class TPUConfig(
         tpu_job_name, initial_infeed_sleep_secs, input_partition_dims,
         eval_training_input_configuration, experimental_host_call_every_n_steps,
         experimental_allow_per_host_v2_parallel_get_next, experimental_feed_hook,
-        gradient_accumulation_steps)
+        gradient_accumulation_steps, precision)
 
   @property
   def input_mode(self):

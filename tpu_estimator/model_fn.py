@@ -3,6 +3,7 @@ import tensorflow as tf
 
 from tpu_estimator import errors
 from tpu_estimator import keras_naming
+from tpu_estimator import precision
 from tpu_estimator import specs
 from tpu_estimator.inputs import accepted_kwargs
 from tpu_estimator.inputs import fn_args
@@ -45,7 +46,9 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
   kwargs = accepted_kwargs(model_fn, labels=labels, mode=mode, params=params, config=config)
   try:
-    with keras_naming.names():  # Keras layers named per graph, as Keras 2 did
+    with keras_naming.names(), precision.scope(config) as dtype:  # Keras 2's layer names
+      if dtype is not None:
+        features = precision.cast_features(features, dtype)
       spec = model_fn(features=features, **kwargs)
   except AttributeError as exc:
     if _keras_optimizer(getattr(exc, 'obj', None)):  # Keras 3 optimizers have no minimize

@@ -1,0 +1,157 @@
+"""Mixed precision: `TPUConfig(precision='mixed_bfloat16' | 'mixed_float16')`.
+
+While `model_fn` runs (every mode) under a mixed policy:
+- floating-point features reach `model_fn` in the compute dtype (bfloat16 or float16);
+- trainable variables made with `tf.compat.v1.get_variable` (directly or through
+  `tf.compat.v1.layers`/tf_slim) are float32 variables, saved as float32 under their usual
+  names, and their reads inside `model_fn` are cast to the compute dtype.  A variable asked for
+  in the compute dtype is made float32 too (what `tf.compat.v1.tpu.bfloat16_scope` did);
+- Keras 3 layers built in `model_fn` follow the Keras dtype policy of the same name (float32
+  variables, compute-dtype math);
+- with `mixed_float16`, every `tf.compat.v1.train` optimizer's gradients go through
+  TensorFlow's `MixedPrecisionLossScaleOptimizer` with a dynamic loss scale: the loss is scaled
+  up before differentiation and the gradients back down; a step whose gradients are not finite
+  is skipped (no update, `global_step` not advanced) and the scale halved; after 2000 good
+  steps it doubles.  The scale is saved (`current_loss_scale`, `good_steps`).
+
+The user computes the loss from float32 (cast logits with `tf.cast(logits, tf.float32)`, as
+Keras' mixed precision guide advises); optimizer slots stay float32.
+"""
+import contextlib
+import threading
+
+import tensorflow as tf
+
+_v1 = tf.compat.v1
+_Optimizer = _v1.train.Optimizer
+_LossScaleOptimizer = _v1.mixed_precision.MixedPrecisionLossScaleOptimizer
+POLICIES = {'mixed_bfloat16': tf.bfloat16, 'mixed_float16': tf.float16}
+_STATE_ATTR = '_tpu_estimator_precision'
+_install_lock = threading.Lock()
+_ORIGINAL = {}
+
+
+def policy_of(config):
+  tpu_config = getattr(config, 'tpu_config', None)
+  return getattr(tpu_config, 'precision', None)
+
+
+def _root_graph():
+  graph = _v1.get_default_graph()
+  while getattr(graph, 'outer_graph', None) is not None:
+    graph = graph.outer_graph
+  return graph
+
+
+class _Unwrapped(_Optimizer):
+  """The user's optimizer as the loss-scale optimizer's inner one: calls the original methods
+  (not the intercepted ones, which would wrap it again)."""
+
+  def __init__(self, opt):
+    super().__init__(use_locking=False, name=opt.get_name())
+    self._opt = opt
+
+  def compute_gradients(self, *args, **kwargs):
+    return _ORIGINAL['compute_gradients'](self._opt, *args, **kwargs)
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    return _ORIGINAL['apply_gradients'](self._opt, grads_and_vars, global_step=global_step,
+                                        name=name)
+
+  def get_slot(self, *args, **kwargs):
+    return self._opt.get_slot(*args, **kwargs)
+
+  def get_slot_names(self, *args, **kwargs):
+    return self._opt.get_slot_names(*args, **kwargs)
+
+  def variables(self):
+    return self._opt.variables()
+
+
+class _Float16State:
+  """Per graph: the loss-scale optimizer wrapped around each user optimizer."""
+
+  def __init__(self):
+    self._wrapped = {}
+    self._lock = threading.Lock()
+
+  def wrapper(self, opt):
+    with self._lock:
+      if id(opt) not in self._wrapped:
+        self._wrapped[id(opt)] = (opt, _LossScaleOptimizer(_Unwrapped(opt), 'dynamic'))
+      return self._wrapped[id(opt)][1]
+
+
+def _intercepted(method):
+  def call(self, *args, **kwargs):
+    state = getattr(_root_graph(), _STATE_ATTR, None)
+    if state is None:
+      return _ORIGINAL[method](self, *args, **kwargs)
+    return getattr(state.wrapper(self), method)(*args, **kwargs)
+  call.__name__ = method
+  return call
+
+
+def _install():
+  with _install_lock:
+    if _ORIGINAL:
+      return
+    for method in ('compute_gradients', 'apply_gradients'):
+      _ORIGINAL[method] = getattr(_Optimizer, method)
+      setattr(_Optimizer, method, _intercepted(method))
+
+
+def _getter(dtype):
+  def getter(getter, *args, **kwargs):  # pylint: disable=redefined-outer-name
+    asked = kwargs.get('dtype')
+    if asked is not None and tf.as_dtype(asked) == dtype:
+      kwargs['dtype'] = tf.float32
+    variable = getter(*args, **kwargs)
+    if kwargs.get('trainable', True) is not False and \
+        variable.dtype.base_dtype == tf.float32:
+      return tf.cast(variable, dtype)
+    return variable
+  return getter
+
+
+def cast_features(features, dtype):
+  """Floating float32 tensors of `features` in `dtype`; everything else as it was."""
+  def cast(value):
+    if isinstance(value, tf.Tensor) and value.dtype == tf.float32:
+      return tf.cast(value, dtype)
+    return value
+  return tf.nest.map_structure(cast, features)
+
+
+@contextlib.contextmanager
+def _keras_policy(name):
+  try:
+    import keras  # pylint: disable=import-outside-toplevel
+    saved = keras.config.dtype_policy()
+  except (ImportError, AttributeError):
+    yield
+    return
+  keras.config.set_dtype_policy(name)
+  try:
+    yield
+  finally:
+    keras.config.set_dtype_policy(saved)
+
+
+@contextlib.contextmanager
+def scope(config):
+  """Around a `model_fn` call: the policy of `config` (nothing when it has none)."""
+  policy = policy_of(config)
+  if policy is None:
+    yield None
+    return
+  dtype = POLICIES[policy]
+  root = _root_graph()
+  if policy == 'mixed_float16':
+    _install()
+    # Kept for the graph's life: every graph is built for one call under one config.
+    if getattr(root, _STATE_ATTR, None) is None:
+      setattr(root, _STATE_ATTR, _Float16State())
+  with _v1.variable_scope(_v1.get_variable_scope(), custom_getter=_getter(dtype),
+                          auxiliary_name_scope=False), _keras_policy(policy):
+    yield dtype
