@@ -1,7 +1,8 @@
 """Functions that run on the host over all shards: `eval_metrics` and `host_call`.
 
-Their tensors come from every replica; here they are concatenated along the batch axis and
-passed to the user's function positionally (list/tuple) or
+Their tensors come from every replica; here they are concatenated along their first axis
+(the batch axis for batch-major tensors; any first axis is concatenated whole, as the original
+did) and passed to the user's function positionally (list/tuple) or
 by name (dict).  `host_call` summaries, TF1 (`tf.compat.v1.summary.*`, returned or collected)
 or TF2 (`tf.summary.*`), are written to the model_dir by a TF2 summary writer.
 """
@@ -37,8 +38,8 @@ def check_batch_major(name, tensors):
     tensor = tf.convert_to_tensor(tensor)
     if tensor.shape.rank == 0:
       raise errors.value_error(
-          'The tensors of `%s` are concatenated along the batch axis over shards, so they must '
-          'have rank >= 1.' % name,
+          'The tensors of `%s` are concatenated over shards along their first axis, so they '
+          'must have rank >= 1.' % name,
           'Reshape scalars, e.g. tf.reshape(loss, [1]).', tensor=tensor)
 
 

@@ -273,11 +273,10 @@ class HostInput:
     return tf.reduce_any(tf.stack(present)), self._distribute(values)
 
   def _value_or_empty(self, optional, here):
-    """(features, labels, real rows): the element, or when there is none a one-row batch of
-    zeros with 0 real rows (a 0-row batch would reach model_fn, and some CPU kernels, e.g.
-    oneDNN's Conv2D, mis-shape empty inputs)."""
+    """(features, labels, real rows): the element, or when there is none a stand-in batch of
+    zeros with 0 real rows (see `_stand_in_like_spec`)."""
     spec = optional.element_spec
-    value = tf.cond(here, optional.get_value, lambda: _one_zero_row_like_spec(spec))
+    value = tf.cond(here, optional.get_value, lambda: _stand_in_like_spec(spec))
     features, labels = split_features_labels(value)
     rows = _batch_size_of(features, _axes_for(features, self._axis(0)))
     return features, labels, tf.where(here, rows, tf.constant(0, tf.int64))
@@ -345,11 +344,15 @@ def _with_batch(tensor, axis, size):
   return tf.ensure_shape(tensor, shape)
 
 
-def _one_zero_row_like_spec(spec):
+def _stand_in_like_spec(spec):
+  """Zeros shaped as the element spec says, 1 where a dimension is unknown: whatever the
+  batch axis (`batch_axis`, e.g. images fed [H, W, C, N]), the stand-in has the real
+  elements' static shape, so the `tf.cond` choosing between them keeps every known
+  dimension (model_fns read static shapes, e.g. a pool size from the image size).  Never 0
+  rows: an empty batch would reach model_fn, and some CPU kernels (oneDNN's Conv2D) mis-shape
+  empty inputs."""
   def zeros(s):
     shape = [d if d is not None else 1 for d in s.shape.as_list()]
-    if shape:
-      shape[0] = 1
     return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
   return tf.nest.map_structure(zeros, spec)
 

@@ -82,6 +82,19 @@ def _real_rows(outputs, rows):
           for out, r in zip(outputs, rows)]
 
 
+def _real_replicas(outputs, rows):
+  """Each replica's outputs whole, or nothing (0 along the first axis) from a replica that got
+  no rows and ran on a stand-in batch.  A replica gets either real rows only or none
+  (inputs.py), so for batch-major tensors this equals `_real_rows`; tensors whose first axis is
+  not the batch (BERT's masked-LM tensors, [batch * max_predictions_per_seq]) are kept whole,
+  as the original concatenated each `eval_metrics` tensor over shards along axis 0."""
+  def keep(tensor, real):
+    size = tf.shape(tensor, out_type=tf.int64)[0]
+    return tensor[:tf.cast(tf.where(real > 0, size, 0), tf.int32)]
+  return [tf.nest.map_structure(lambda t, r=r: keep(t, tf.cast(r, tf.int64)), out)
+          for out, r in zip(outputs, rows)]
+
+
 def _drop_loop_summaries():
   """Summaries model_fn made inside a device loop cannot be fetched from outside it: they are
   dropped, as the original TPUEstimator dropped model_fn summaries on TPU (host_call writes
@@ -261,8 +274,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
     loss, rows = host_calls.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
       host_calls.check_batch_major('eval_metrics', outs[0][1])
-    tensors = host_calls.concat_replicas(_real_rows([o[1] for o in outs],
-                                                    [v[2] for v in inputs]))
+    tensors = host_calls.concat_replicas(_real_replicas([o[1] for o in outs],
+                                                        [v[2] for v in inputs]))
     return has_value, (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
