@@ -86,13 +86,25 @@ def build(model, model_dir):
   if model == 'dnn_multiclass':
     return E.DNNClassifier([8], deep, model_dir=model_dir, n_classes=3, config=config,
                            loss_reduction='sum')
+  if model == 'wide_deep_classifier':
+    return E.DNNLinearCombinedClassifier(
+        model_dir=model_dir, linear_feature_columns=wide, dnn_feature_columns=deep,
+        dnn_hidden_units=[8, 4], weight_column='weight', label_vocabulary=vocab, config=config)
+  if model == 'wide_deep_regressor':
+    return E.DNNLinearCombinedRegressor(
+        model_dir=model_dir, linear_feature_columns=wide, dnn_feature_columns=deep,
+        dnn_hidden_units=[6], config=config)
+  if model == 'baseline_classifier':
+    return E.BaselineClassifier(model_dir=model_dir, n_classes=3, config=config)
+  if model == 'baseline_regressor':
+    return E.BaselineRegressor(model_dir=model_dir, config=config)
   raise ValueError(model)
 
 
 def labels_for(model, income, value):
-  if model in ('dnn_regressor', 'linear_regressor'):
+  if model.endswith('regressor'):
     return value
-  if model == 'dnn_multiclass':
+  if model in ('dnn_multiclass', 'baseline_classifier'):
     return (np.searchsorted([35., 55.], census_data()[0]['age'])).astype(np.int64)
   if model == 'dnn_batch_norm':
     return (income == '>50K').astype(np.int64)
@@ -103,7 +115,15 @@ def input_fns(model):
   features, income, value = census_data()
   labels = labels_for(model, income, value)
 
+  if model.startswith('baseline'):
+    # The original's baselines fail ("iterator has not been initialized") with more than one
+    # feature and on repeated datasets: one feature, the data set tiled instead of repeated.
+    features = {'age': features['age']}
+
   def train_input_fn():
+    if model.startswith('baseline'):
+      tiled = {k: np.tile(v, 3) for k, v in features.items()}
+      return tf.data.Dataset.from_tensor_slices((tiled, np.tile(labels, 3))).batch(BATCH)
     return tf.data.Dataset.from_tensor_slices((dict(features), labels)).batch(BATCH).repeat()
 
   def eval_input_fn():

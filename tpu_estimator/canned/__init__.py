@@ -15,3 +15,9 @@ from tpu_estimator.canned.linear import LinearRegressor
 from tpu_estimator.canned.regression_heads import LogisticRegressionHead
 from tpu_estimator.canned.regression_heads import PoissonRegressionHead
 from tpu_estimator.canned.regression_heads import RegressionHead
+from tpu_estimator.canned.baseline import BaselineClassifier
+from tpu_estimator.canned.baseline import BaselineEstimator
+from tpu_estimator.canned.baseline import BaselineRegressor
+from tpu_estimator.canned.dnn_linear import DNNLinearCombinedClassifier
+from tpu_estimator.canned.dnn_linear import DNNLinearCombinedEstimator
+from tpu_estimator.canned.dnn_linear import DNNLinearCombinedRegressor

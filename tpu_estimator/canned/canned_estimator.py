@@ -45,12 +45,17 @@ def check_feature_columns(name, feature_columns, allow_empty=False):
   return feature_columns
 
 
+def check_features(features):
+  """Feature-column networks read a dict of Tensors keyed by column keys."""
+  if not isinstance(features, dict):
+    raise errors.type_error('features must be a dict of Tensors (by feature column key).',
+                            'Return a dict from input_fn.', features=features)
+  return features
+
+
 def _model_fn(head, parts):
   def model_fn(features, labels, mode, config):
     del config
-    if not isinstance(features, dict):
-      raise errors.type_error('features must be a dict of Tensors (by feature column key).',
-                              features=features)
     logits, update_ops, owned = [], [], []
     with quiet.internal_calls():  # tf.feature_column's TF1 code paths
       for part in parts:
@@ -84,8 +89,8 @@ class CannedEstimator(Estimator):
   def __init__(self, head, parts, model_dir=None, config=None, warm_start_from=None):
     if not isinstance(head, head_base.Head):
       raise errors.type_error('head must be a tpu_estimator canned Head.', head=head)
-    for part in parts:  # a bad optimizer name fails here, not at the first train call
-      if isinstance(part.optimizer, str):
+    for part in parts:  # a bad optimizer fails here, not at the first train call
+      if not callable(part.optimizer):  # (a callable is called in each graph)
         optimizers.get_optimizer(part.optimizer, part.learning_rate,
                                  argument=part.argument)
     self._head = head

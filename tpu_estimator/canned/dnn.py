@@ -86,6 +86,7 @@ def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_,
   def build(features, mode, logits_dimension):
     training = mode == ModeKeys.TRAIN
     update_ops = []
+    features = canned_estimator.check_features(features)
     with _v1.variable_scope('dnn'):
       with _v1.variable_scope('input_from_feature_columns'):
         net = _v1.feature_column.input_layer(features, feature_columns)

@@ -34,6 +34,7 @@ def linear_part(feature_columns, optimizer, sparse_combiner='sum', argument='opt
 
   def build(features, mode, logits_dimension):
     del mode
+    features = canned_estimator.check_features(features)
     with _v1.variable_scope('linear'):
       logits = _v1.feature_column.linear_model(features, feature_columns,
                                                units=logits_dimension,

@@ -11,6 +11,7 @@ way, `<variable>/<Name>`).
 import inspect
 
 import tensorflow as tf
+from tensorflow.python.eager import context
 
 from tpu_estimator import errors
 
@@ -40,7 +41,8 @@ def _from_keras_config(optimizer):
     raise errors.type_error(
         'Unsupported Keras optimizer class for a canned estimator.',
         'Use one of %s (by name or instance).' % ', '.join(_NAMES), optimizer=optimizer)
-  config = optimizer.get_config()
+  with context.eager_mode():  # a Keras 3 optimizer reads its variables eagerly
+    config = optimizer.get_config()
   if not isinstance(config.get('learning_rate'), float):
     raise errors.type_error(
         'A canned estimator needs a float learning_rate in a Keras 3 optimizer.',
@@ -67,20 +69,24 @@ def _is_keras(optimizer):
 def get_optimizer(optimizer, learning_rate, argument='optimizer'):
   """A fresh optimizer for one graph: `optimizer` is a name ('Adagrad', 'Adam', 'Ftrl',
   'RMSProp', 'SGD', made with `learning_rate`), a Keras optimizer instance (its config is
-  copied), a `tf.compat.v1.train.Optimizer`, or a callable returning one of these."""
+  copied), a `tf.compat.v1.train.Optimizer`, or a callable returning one of these (called
+  eagerly, once per graph)."""
   if isinstance(optimizer, str):
     if optimizer not in _CLASS_OF:
       raise errors.value_error('Unsupported optimizer name.', 'Use one of %s.' % ', '.join(_NAMES),
                                **{argument: optimizer})
     return getattr(legacy_keras_optimizers(), _CLASS_OF[optimizer])(learning_rate=learning_rate)
   if callable(optimizer) and not _is_keras(optimizer) and not _is_v1(optimizer):
-    optimizer = optimizer()
+    # Eagerly, as the user's program made optimizers: Keras 3 ones cannot live in a TF1 graph.
+    with context.eager_mode():
+      optimizer = optimizer()
   if _is_v1(optimizer):
     return optimizer
   if _is_keras(optimizer):
     legacy = legacy_keras_optimizers()
-    if isinstance(optimizer, legacy.Optimizer):
-      return type(optimizer).from_config(optimizer.get_config())  # variables belong to a graph
+    if isinstance(optimizer, legacy.Optimizer):  # a copy: its variables belong to one graph
+      with context.eager_mode():
+        return type(optimizer).from_config(optimizer.get_config())
     return _from_keras_config(optimizer)
   raise errors.type_error(
       'The optimizer must be a name, a Keras optimizer, a tf.compat.v1.train.Optimizer, or a '
@@ -97,7 +103,7 @@ def minimize(optimizer, loss, variables, global_step, increment_global_step=True
                               var_list=variables)
   if increment_global_step:
     optimizer.iterations = global_step
-  with tf.name_scope('training'):
+  with tf.name_scope('training/'):  # the same scope for every optimizer (not training_1)
     grads = tf.gradients(loss, variables)
     return optimizer.apply_gradients(
         [(g, v) for g, v in zip(grads, variables) if g is not None])
