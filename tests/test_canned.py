@@ -278,3 +278,59 @@ def test_bad_arguments_raise_value_errors_naming_them(make, match):
 def test_wrong_types_raise_type_errors_naming_them(make, match):
   with pytest.raises(TypeError, match=match):
     make()
+
+
+def test_multi_label_head_loss_averages_classes_and_takes_sparse_labels():
+  logits = np.array([[0.5, -1., 2.], [0., 1., -0.5]], np.float32)
+  multi_hot = np.array([[1, 0, 1], [0, 1, 0]], np.int64)
+  head = canned.multi_label_head(3, label_vocabulary=['a', 'b', 'c'])
+  sparse = lambda: tf.SparseTensor(indices=[[0, 0], [0, 1], [1, 0]], values=['a', 'c', 'b'],
+                                   dense_shape=[2, 2])
+  dense_loss, sparse_loss, predictions = _run_graph(lambda: (
+      head.loss(tf.constant(multi_hot), tf.constant(logits)),
+      head.loss(sparse(), tf.constant(logits)), head.predictions(tf.constant(logits))))
+  per_class = np.maximum(logits, 0) - logits * multi_hot + np.log1p(np.exp(-np.abs(logits)))
+  np.testing.assert_allclose(dense_loss, per_class.mean(-1).mean(), rtol=1e-6)
+  np.testing.assert_allclose(sparse_loss, dense_loss, rtol=1e-6)
+  assert sorted(predictions) == ['classes', 'logits', 'probabilities']
+  assert predictions['classes'].tolist() == [[b'a', b'b', b'c']] * 2
+
+
+def test_multi_head_weights_losses_and_keys_predictions_by_head(tmp_path):
+  head = canned.multi_head([canned.binary_classification_head(name='sign'),
+                            canned.regression_head(name='value')], head_weights=[1., 3.])
+  labels = {'sign': LABELS, 'value': np.ones_like(LOGITS)}
+  total = _run_graph(lambda: head.loss(labels, {'sign': LOGITS, 'value': LOGITS}))
+  expected = _binary_losses().mean() + 3 * np.mean((LOGITS - 1.) ** 2)
+  np.testing.assert_allclose(total, expected, rtol=1e-5)
+  est = canned.DNNEstimator(head, [4], [X], model_dir=str(tmp_path), config=CONFIG)
+  est.train(_input_fn({'sign': (FEATURES['x'] > 0).astype(np.int64), 'value': VALUE}), steps=2)
+  names = est.get_variable_names()
+  assert 'training_2/Adagrad/dnn/logits/kernel/accumulator' in names, names
+  first = next(est.predict(_predict_input_fn))
+  assert ('sign', 'logistic') in first and ('value', 'predictions') in first
+  metrics = est.evaluate(_input_fn({'sign': (FEATURES['x'] > 0).astype(np.int64),
+                                    'value': VALUE}, repeat=False))
+  assert {'loss/sign', 'loss/value', 'accuracy/sign', 'average_loss/value'} <= set(metrics)
+
+
+def test_classifier_export_with_a_raw_receiver_keeps_predict_only(tmp_path):
+  """As the original: a classification signature needs serialized Examples, so with raw
+  tensors the export has `predict` and no `serving_default` (a warning, not an error)."""
+  est = canned.LinearClassifier([X], model_dir=str(tmp_path), config=CONFIG)
+  est.train(_input_fn((FEATURES['x'] > 0).astype(np.int64)), steps=1)
+  receiver = tpu_estimator.export.build_raw_serving_input_receiver_fn(
+      {'x': tf.zeros([2], tf.float32)})
+  export_dir = est.export_saved_model(str(tmp_path / 'export'), receiver)
+  assert sorted(tf.saved_model.load(os.fsdecode(export_dir)).signatures) == ['predict']
+
+
+def test_parse_example_specs_add_label_and_weight():
+  spec = canned.classifier_parse_example_spec([X], 'label', label_dtype=tf.string,
+                                              weight_column='w')
+  assert sorted(spec) == ['label', 'w', 'x']
+  assert spec['label'].dtype == tf.string
+  spec = canned.regressor_parse_example_spec([X], 'y', label_dimension=2)
+  assert list(spec['y'].shape) == [2]
+  with pytest.raises(ValueError, match='label_key'):
+    canned.regressor_parse_example_spec([X], 'x')

@@ -27,7 +27,8 @@ PROGRAM = os.path.join(REPO, 'tests', 'differential', 'canned_program.py')
 IMPLS = ('orig', 'ours')
 MODELS = ('dnn_classifier', 'dnn_regressor', 'dnn_multiclass', 'dnn_batch_norm',
           'linear_classifier', 'linear_regressor', 'wide_deep_classifier',
-          'wide_deep_regressor', 'baseline_classifier', 'baseline_regressor')
+          'wide_deep_regressor', 'baseline_classifier', 'baseline_regressor', 'multi_label',
+          'multi_head')
 N_STEPS, K_STEPS = 12, 6
 RTOL, ATOL = 2e-4, 1e-5
 TIMEOUT = 900

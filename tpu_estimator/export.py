@@ -134,16 +134,23 @@ def export_outputs_of(spec):
 
 
 def signature_defs(receiver, export_outputs):
-  """SignatureDefs for every export output (and receiver alternative); `serving_default` is
-  always among them."""
+  """SignatureDefs for every export output (and receiver alternative).  A classification or
+  regression `serving_default` needs one string input (serialized Examples); with other
+  receivers it is left out, with a warning, as the original did (a canned classifier
+  exported with a raw receiver keeps its `predict` signature).  No signature at all is an
+  error."""
   with quiet.internal_calls():  # TF1 signature utilities, deprecated inside TensorFlow
     signatures = _export_utils.build_all_signature_defs(
         receiver.receiver_tensors, export_outputs, receiver.receiver_tensors_alternatives,
         serving_only=True)
-  if tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY not in signatures:
+  if not signatures:
     raise errors.value_error('The export has no valid serving_default signature.',
                              'Return export_outputs with a PredictOutput, or predictions.',
                              signatures=sorted(signatures))
+  if tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY not in signatures:
+    tf.get_logger().warning(
+        'Export includes no default signature (serving_default): a classification/regression '
+        'signature needs a single string input. Signatures: %s', sorted(signatures))
   return signatures
 
 

@@ -98,6 +98,14 @@ def build(model, model_dir):
     return E.BaselineClassifier(model_dir=model_dir, n_classes=3, config=config)
   if model == 'baseline_regressor':
     return E.BaselineRegressor(model_dir=model_dir, config=config)
+  if model == 'multi_label':
+    return E.DNNEstimator(E.MultiLabelHead(3, thresholds=[0.4], weight_column='weight',
+                                           classes_for_class_based_metrics=[1]),
+                          [6], deep, model_dir=model_dir, config=config)
+  if model == 'multi_head':
+    head = E.MultiHead([E.BinaryClassHead(name='income', label_vocabulary=vocab),
+                        E.PoissonRegressionHead(name='count')], head_weights=[1., 0.5])
+    return E.DNNEstimator(head, [6], deep, model_dir=model_dir, config=config)
   raise ValueError(model)
 
 
@@ -108,6 +116,11 @@ def labels_for(model, income, value):
     return (np.searchsorted([35., 55.], census_data()[0]['age'])).astype(np.int64)
   if model == 'dnn_batch_norm':
     return (income == '>50K').astype(np.int64)
+  if model == 'multi_label':
+    age = census_data()[0]['age']
+    return np.stack([age > 40, income == '>50K', age < 30], axis=1).astype(np.int64)
+  if model == 'multi_head':
+    return {'income': income, 'count': np.round(value).astype(np.float32)}
   return income
 
 
@@ -136,8 +149,8 @@ def input_fns(model):
 
 
 def plain(value):
-  if isinstance(value, dict):
-    return {k: plain(v) for k, v in value.items()}
+  if isinstance(value, dict):  # MultiHead predictions are keyed (head name, key)
+    return {'/'.join(k) if isinstance(k, tuple) else k: plain(v) for k, v in value.items()}
   if isinstance(value, bytes):
     return value.decode()
   if isinstance(value, (np.ndarray, list, tuple)):

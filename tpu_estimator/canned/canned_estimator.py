@@ -75,7 +75,8 @@ def _model_fn(head, parts):
                                              argument=part.argument)
         ops.append(optimizers.minimize(optimizer, loss, variables,
                                        _v1.train.get_or_create_global_step(),
-                                       increment_global_step=index == 0))
+                                       increment_global_step=index == 0,
+                                       scope=head.optimizer_scope))
       return tf.group(*ops)
 
     return head.create_estimator_spec(features, mode, total, labels, train_op_fn=train_op_fn,

@@ -82,6 +82,7 @@ class Head:
   name = property(lambda self: self._name)
   logits_dimension = property(lambda self: self._logits_dimension)
   loss_reduction = property(lambda self: self._loss_reduction)
+  optimizer_scope = 'training'  # the name scope of the optimizer's variables (checkpoint names)
 
   # --- subclass hooks -----------------------------------------------------------------------
   def _labels(self, labels):

@@ -93,17 +93,18 @@ def get_optimizer(optimizer, learning_rate, argument='optimizer'):
       'callable returning one.', 'E.g. optimizer=\'Adagrad\'.', **{argument: optimizer})
 
 
-def minimize(optimizer, loss, variables, global_step, increment_global_step=True):
+def minimize(optimizer, loss, variables, global_step, increment_global_step=True,
+             scope='training'):
   """The op applying `optimizer` to `variables` for `loss`.  With `increment_global_step`, the
   global step is the optimizer's iteration counter (advanced once by this op); otherwise a
   Keras optimizer keeps its own (`training/<Name>/iter`), as the original's wide-and-deep
-  linear part did."""
+  linear part did.  Keras optimizer variables are made under `scope`."""
   if _is_v1(optimizer):
     return optimizer.minimize(loss, global_step=global_step if increment_global_step else None,
                               var_list=variables)
   if increment_global_step:
     optimizer.iterations = global_step
-  with tf.name_scope('training/'):  # the same scope for every optimizer (not training_1)
+  with tf.name_scope(scope + '/'):  # the same scope for every optimizer (not training_1)
     grads = tf.gradients(loss, variables)
     return optimizer.apply_gradients(
         [(g, v) for g, v in zip(grads, variables) if g is not None])
