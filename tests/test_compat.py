@@ -562,7 +562,8 @@ def test_install_supports_legacy_import_styles(runs):
 
 def test_missing_legacy_names_explain_themselves(runs):
   (probe,) = _result(runs, 'probe')
-  assert 'canned estimators' in probe['missing/tf.estimator.DNNClassifier']
+  assert 'canned estimators' in probe['missing/tf.estimator.BoostedTreesClassifier']
+  assert probe['canned/tf.estimator.DNNClassifier is ours'] is True
   assert 'tf.compat.v1.estimator.inputs' in probe['missing/tf.estimator.inputs']  # v1 only
   assert probe['missing/import canned'].startswith('ERROR ModuleNotFoundError')
   assert 'Estimator/TPUEstimator core' in probe['missing/import canned']

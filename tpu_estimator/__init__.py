@@ -37,6 +37,15 @@ from tpu_estimator.training import LatestExporter
 from tpu_estimator.training import TrainSpec
 from tpu_estimator.training import train_and_evaluate
 from tpu_estimator.warm_starting import WarmStartSettings
+from tpu_estimator import canned  # pylint: disable=wrong-import-position (needs Estimator)
+from tpu_estimator.canned import BaselineClassifier
+from tpu_estimator.canned import BaselineRegressor
+from tpu_estimator.canned import DNNClassifier
+from tpu_estimator.canned import DNNLinearCombinedClassifier
+from tpu_estimator.canned import DNNLinearCombinedRegressor
+from tpu_estimator.canned import DNNRegressor
+from tpu_estimator.canned import LinearClassifier
+from tpu_estimator.canned import LinearRegressor
 
 # `RunConfig` here is the TPU one (as in tf.compat.v1.estimator.tpu); the Estimator's plain
 # RunConfig is `EstimatorRunConfig` (tf.estimator.RunConfig).  A TPU RunConfig is accepted by
@@ -74,5 +83,7 @@ __all__ = [
     'SessionRunArgs', 'SessionRunHook', 'StepCounterHook', 'StopAtStepHook',
     'SummarySaverHook', 'TPUConfig', 'TPUEstimator', 'TPUEstimatorSpec', 'TPURunConfig',
     'WarmStartSettings', 'experimental', 'export', 'inputs', 'numpy_input_fn', 'pandas_input_fn',
-    'parse_tf_config'
+    'parse_tf_config', 'canned', 'BaselineClassifier', 'BaselineRegressor', 'DNNClassifier',
+    'DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor', 'DNNRegressor',
+    'LinearClassifier', 'LinearRegressor'
 ]

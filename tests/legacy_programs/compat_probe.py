@@ -168,7 +168,9 @@ check('import/tpu_config.RunConfig is the TPU one', lambda: sys.modules[
     'tensorflow_estimator.python.estimator.tpu.tpu_config'].RunConfig is te.RunConfig)
 
 # --- what is not provided says so ------------------------------------------------------------
-check('missing/tf.estimator.DNNClassifier', lambda: tf.estimator.DNNClassifier)
+check('missing/tf.estimator.BoostedTreesClassifier', lambda: tf.estimator.BoostedTreesClassifier)
+check('canned/tf.estimator.DNNClassifier is ours',
+      lambda: tf.estimator.DNNClassifier is te.DNNClassifier)
 check('missing/tf.estimator.inputs', lambda: tf.estimator.inputs)
 check('missing/import canned', lambda: try_import(
     'import tensorflow_estimator.python.estimator.canned.dnn'))

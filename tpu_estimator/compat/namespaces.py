@@ -14,6 +14,7 @@ import sys
 import types
 
 import tpu_estimator as _te
+from tpu_estimator import canned as _canned
 from tpu_estimator import export as _export
 from tpu_estimator.compat import tf_modules
 
@@ -48,16 +49,17 @@ EARLY_STOPPING_NAMES = ('make_early_stopping_hook', 'read_eval_metrics', 'stop_i
 TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
              'TPUEstimatorSpec', 'ExportSavedModelApiVersion')
 
-_CANNED = ('canned estimators and heads are not part of tpu_estimator, which re-implements the '
-           'model_fn core: write a model_fn (e.g. with tf.compat.v1.layers or Keras layers)')
+_CANNED = ('tpu_estimator provides the tf.estimator (v2) canned estimators and heads '
+           '(tf.estimator.DNNClassifier, LinearClassifier, DNNLinearCombined*, Baseline*, '
+           'BinaryClassHead, ...; tpu_estimator.canned), not the TF1-semantics '
+           'tf.compat.v1.estimator ones (loss summed, tf.compat.v1.train optimizers) nor '
+           'BoostedTrees/KMeans/RNN: use tf.estimator.<name>, or write a model_fn')
 _MISSING_HINTS = {
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
     'add_metrics': "return the metrics from model_fn (EstimatorSpec.eval_metric_ops or "
                    "TPUEstimatorSpec.eval_metrics)",
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
                            'drive; use tf.nn.embedding_lookup in model_fn',
-    'classifier_parse_example_spec': 'build the feature spec with tf.io.FixedLenFeature',
-    'regressor_parse_example_spec': 'build the feature spec with tf.io.FixedLenFeature',
 }
 _CANNED_MARKERS = ('Classifier', 'Regressor', 'Head', 'DNN', 'Linear', 'Baseline', 'KMeans',
                    'RNN', 'BoostedTrees', 'logit_fn')
@@ -235,6 +237,10 @@ def build():
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
+    # Canned: the v2 estimators in tf.estimator; heads and parse specs in both.
+    canned_names = _canned.V2_NAMES if not with_inputs else \
+        tuple(n for n in _canned.V2_NAMES if n not in _canned.ESTIMATOR_NAMES)
+    subs.update(pick(canned_names, lambda n: getattr(_canned, n)))
     return ns(name, qualname, dict(estimator, **subs))
 
   v1 = estimator_tree('tensorflow.compat.v1.estimator', 'tf.compat.v1.estimator', True)
