@@ -197,8 +197,8 @@ def test_linear_regressor_fits_a_line_and_exports_regression_signatures(tmp_path
   bias = est.get_variable_value('linear/linear_model/bias_weights')
   np.testing.assert_allclose([weight[0, 0], bias[0]], [2., 1.], atol=0.1)
   spec = fc.make_parse_example_spec([X])
-  export_dir = est.export_saved_model(str(tmp_path / 'export'),
-                                      tpu_estimator.export.build_parsing_serving_input_receiver_fn(spec))
+  receiver = tpu_estimator.export.build_parsing_serving_input_receiver_fn(spec)
+  export_dir = est.export_saved_model(str(tmp_path / 'export'), receiver)
   loaded = tf.saved_model.load(os.fsdecode(export_dir))
   assert sorted(loaded.signatures) == ['predict', 'regression', 'serving_default']
   example = tf.train.Example(features=tf.train.Features(feature={

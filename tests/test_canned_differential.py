@@ -135,7 +135,8 @@ def test_checkpoint_variable_names(runs, model):
   results = reference.check(runs)
   orig = _write(results, 'orig', model)['trained']['variable_names']
   assert _write(results, 'ours', model)['trained']['variable_names'] == orig
-  assert 'global_step' in orig and any(n.startswith('training') for n in orig)  # training_2/: MultiHead
+  # optimizer variables: training/..., training_2/... for MultiHead
+  assert 'global_step' in orig and any(n.startswith('training') for n in orig)
 
 
 @pytest.mark.parametrize('model', MODELS)

@@ -87,7 +87,8 @@ class MultiHead(head_base.Head):
     outputs, merged = {}, {}
     for index, head in enumerate(self._heads):
       predictions = head.predictions(logits[head.name])
-      for key, output in head._export_outputs(predictions).items():  # pylint: disable=protected-access
+      head_outputs = head._export_outputs(predictions)  # pylint: disable=protected-access
+      for key, output in head_outputs.items():
         outputs[head.name if key == _DEFAULT else '%s/%s' % (head.name, key)] = output
         if index == 0 and key == _DEFAULT:
           outputs[_DEFAULT] = output
