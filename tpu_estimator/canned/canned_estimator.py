@@ -7,6 +7,7 @@ optimizer updates only the variables of its scope.  The first part's optimizer a
 global step (`iterations` = global step, as the original), the others keep their own counter.
 """
 import collections
+import warnings
 
 import tensorflow as tf
 
@@ -57,7 +58,8 @@ def _model_fn(head, parts):
   def model_fn(features, labels, mode, config):
     del config
     logits, update_ops, owned = [], [], []
-    with quiet.internal_calls():  # tf.feature_column's TF1 code paths
+    with quiet.internal_calls(), warnings.catch_warnings():  # tf.feature_column's TF1 code
+      warnings.filterwarnings('ignore', message='`layer.add_variable` is deprecated')
       for part in parts:
         before = {v.name for v in _v1.trainable_variables()}
         part_logits, part_updates = part.build(features, mode, head.logits_dimension)
