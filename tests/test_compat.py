@@ -566,7 +566,9 @@ def test_missing_legacy_names_explain_themselves(runs):
   assert probe['canned/tf.estimator.DNNClassifier is ours'] is True
   assert 'tf.compat.v1.estimator.inputs' in probe['missing/tf.estimator.inputs']  # v1 only
   assert probe['missing/import canned'].startswith('ERROR ModuleNotFoundError')
-  assert 'Estimator/TPUEstimator core' in probe['missing/import canned']
+  assert 'boosted_trees' in probe['missing/import canned']
+  assert 'not among them' in probe['missing/import canned']
+  assert probe['canned/import dnn'] is True  # the original's module path, our estimator
 
 
 def test_without_tf_keras_compat_v1_layers_names_the_extra(runs):

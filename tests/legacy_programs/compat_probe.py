@@ -6,6 +6,7 @@ the whole process, so it is never called in the test process itself):
 Records, as JSON, what TensorFlow looks like before `tpu_estimator.compat.install()`, after
 it (twice), through each legacy import style, and `use_legacy_keras()` without tf_keras.
 Each check is recorded as a value (or the error it raised), and the test asserts on them."""
+import importlib
 import json
 import os
 import sys
@@ -173,7 +174,9 @@ check('canned/tf.estimator.DNNClassifier is ours',
       lambda: tf.estimator.DNNClassifier is te.DNNClassifier)
 check('missing/tf.estimator.inputs', lambda: tf.estimator.inputs)
 check('missing/import canned', lambda: try_import(
-    'import tensorflow_estimator.python.estimator.canned.dnn'))
+    'import tensorflow_estimator.python.estimator.canned.boosted_trees'))
+check('canned/import dnn', lambda: importlib.import_module(
+    'tensorflow_estimator.python.estimator.canned.dnn').DNNClassifierV2 is te.DNNClassifier)
 check('contrib/tf.compat.v1.contrib without tf1', lambda: hasattr(tf.compat.v1, 'contrib'))
 
 # --- TensorFlow core still works -------------------------------------------------------------

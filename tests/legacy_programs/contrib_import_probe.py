@@ -120,10 +120,15 @@ ESTIMATOR = {
                'ok = export.ServingInputReceiver is te.export.ServingInputReceiver'),
     'estimator_lib': ('from tensorflow.python.estimator import estimator_lib\n'
                       'ok = estimator_lib.TrainSpec is te.TrainSpec'),
+    'canned': ('from tensorflow.python.estimator.canned import dnn, metric_keys\n'
+               'from tensorflow.python.estimator.head import binary_class_head\n'
+               'ok = (dnn.DNNClassifierV2 is te.DNNClassifier and metric_keys.MetricKeys is '
+               'te.canned.MetricKeys and binary_class_head.BinaryClassHead is '
+               'te.canned.BinaryClassHead)'),
 }
 for name, statement in ESTIMATOR.items():
   check('estimator/' + name, statement)
-check('estimator/missing', 'import tensorflow.python.estimator.canned.dnn')
+check('estimator/missing', 'import tensorflow.python.estimator.canned.boosted_trees')
 # TensorFlow's own modules under tensorflow.python are untouched
 check('real/tensorflow.python.ops', 'from tensorflow.python.ops import array_ops\n'
       'ok = array_ops.__name__')

@@ -320,6 +320,45 @@ def legacy_modules(base, estimator, export, tpu):
                             _experimental_object),
       base + '.hooks.hooks': pick(('InMemoryEvaluatorHook', 'make_stop_at_checkpoint_step_hook'),
                                   _experimental_object),
+      **canned_modules(base),
+  }
+
+
+def _canned_v2(*names):
+  """`{name: ours, nameV2: ours}`: the original's canned modules held the TF1-semantics
+  class under the plain name and the tf.estimator one under `...V2`; only the latter is
+  provided, so the plain name is left to the namespace's "not provided" hint."""
+  return {name + 'V2': getattr(_canned, name) for name in names}
+
+
+def canned_modules(base):
+  """The original's canned-estimator and head modules under `base`, holding ours."""
+  head = base + '.head'
+  return {
+      base + '.canned': {},
+      base + '.canned.dnn': _canned_v2('DNNClassifier', 'DNNRegressor', 'DNNEstimator'),
+      base + '.canned.linear': _canned_v2('LinearClassifier', 'LinearRegressor',
+                                          'LinearEstimator'),
+      base + '.canned.dnn_linear_combined': _canned_v2(
+          'DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor',
+          'DNNLinearCombinedEstimator'),
+      base + '.canned.baseline': _canned_v2('BaselineClassifier', 'BaselineRegressor',
+                                            'BaselineEstimator'),
+      base + '.canned.metric_keys': {'MetricKeys': _canned.MetricKeys},
+      base + '.canned.prediction_keys': {'PredictionKeys': _canned.PredictionKeys},
+      base + '.canned.parsing_utils': {
+          'classifier_parse_example_spec_v2': _canned.classifier_parse_example_spec,
+          'regressor_parse_example_spec_v2': _canned.regressor_parse_example_spec},
+      head: {},
+      head + '.base_head': {'Head': _canned.Head},
+      head + '.binary_class_head': {'BinaryClassHead': _canned.BinaryClassHead},
+      head + '.multi_class_head': {'MultiClassHead': _canned.MultiClassHead},
+      head + '.multi_label_head': {'MultiLabelHead': _canned.MultiLabelHead},
+      head + '.multi_head': {'MultiHead': _canned.MultiHead},
+      head + '.regression_head': {
+          'RegressionHead': _canned.RegressionHead,
+          'PoissonRegressionHead': _canned.PoissonRegressionHead,
+          'LogisticRegressionHead': _canned.LogisticRegressionHead},
   }
 
 
@@ -339,5 +378,7 @@ def install(v2_modules, v1_modules):
   found = finder()
   for prefix in ('tensorflow_estimator.', 'tensorflow.python.estimator.'):
     found.missing[prefix] = lambda fullname: (
-        'No module named %r: tpu_estimator provides only the Estimator/TPUEstimator core of '
-        'tensorflow_estimator (see README.md, "Running legacy programs").' % fullname)
+        'No module named %r: tpu_estimator provides the Estimator/TPUEstimator core, the '
+        'v2 canned estimators and heads, early stopping and the input helpers of '
+        'tensorflow_estimator, from the modules listed in README.md, "Running legacy '
+        'programs"; this one is not among them.' % fullname)
