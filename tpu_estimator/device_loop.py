@@ -53,6 +53,9 @@ def train_loop(next_inputs, run_step, iterations):
   return tf.while_loop(cond, body, init, parallel_iterations=1)
 
 
+DRAINED_QUEUES = 'tpu_estimator_drained_queues'  # collect_loop's queues, by op name
+
+
 @_control_flow_v2
 def collect_loop(iterations, step):
   """Runs `step()` up to `iterations` times in one `session.run`, gathering its outputs.
@@ -76,6 +79,8 @@ def collect_loop(iterations, step):
     if 'queue' not in state:
       with tf.init_scope():
         state['queue'] = tf.queue.FIFOQueue(-1, [t.dtype for t in flat])
+        # Empty again when the run ends: a graph kept across calls may hold it (graph_cache).
+        tf.compat.v1.add_to_collection(DRAINED_QUEUES, state['queue'].queue_ref.op.name)
       state['structure'] = outputs
       state['specs'] = [(t.dtype, t.shape[1:]) for t in flat]
     enqueue = state['queue'].enqueue(flat)
