@@ -9,6 +9,7 @@ import re
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator import xla as xla_lib
 
 _v1 = tf.compat.v1
 
@@ -21,7 +22,7 @@ _REPLACEABLE = frozenset([
     'keep_checkpoint_every_n_hours', 'log_step_count_steps', 'train_distribute', 'device_fn',
     'protocol', 'eval_distribute', 'experimental_distribute',
     'experimental_max_worker_delay_secs', 'session_creation_timeout_secs',
-    'checkpoint_save_graph_def', 'progress_bar'
+    'checkpoint_save_graph_def', 'progress_bar', 'reuse_eval_graphs'
 ])
 
 
@@ -111,7 +112,7 @@ class RunConfig:
                train_distribute=None, device_fn=None, protocol=None, eval_distribute=None,
                experimental_distribute=None, experimental_max_worker_delay_secs=None,
                session_creation_timeout_secs=7200, checkpoint_save_graph_def=True,
-               progress_bar=None):
+               progress_bar=None, reuse_eval_graphs=True):
     steps_given = save_checkpoints_steps is not _UNSET and save_checkpoints_steps is not None
     secs_given = save_checkpoints_secs is not _UNSET and save_checkpoints_secs is not None
     if steps_given and secs_given:
@@ -183,6 +184,12 @@ class RunConfig:
     self._session_creation_timeout_secs = session_creation_timeout_secs
     self._checkpoint_save_graph_def = checkpoint_save_graph_def
     self._progress_bar = progress_bar
+    if not isinstance(reuse_eval_graphs, bool):
+      raise errors.type_error('`reuse_eval_graphs` must be a bool.',
+                              'Pass False to build a new graph for every evaluate()/predict().',
+                              reuse_eval_graphs=reuse_eval_graphs)
+    # evaluate()/predict() keep their graph and session for the next call (graph_cache.py).
+    self._reuse_eval_graphs = reuse_eval_graphs
 
   def _fields(self):
     return {name: getattr(self, '_' + name) for name in _REPLACEABLE}
@@ -227,6 +234,7 @@ class RunConfig:
   session_creation_timeout_secs = property(lambda self: self._session_creation_timeout_secs)
   checkpoint_save_graph_def = property(lambda self: self._checkpoint_save_graph_def)
   progress_bar = property(lambda self: self._progress_bar)
+  reuse_eval_graphs = property(lambda self: self._reuse_eval_graphs)
   cluster_spec = property(lambda self: self._cluster.cluster_spec)
   task_type = property(lambda self: self._cluster.task_type)
   task_id = property(lambda self: self._cluster.task_id)
@@ -287,7 +295,7 @@ class TPUConfig(
         'per_host_input_for_training', 'tpu_job_name', 'initial_infeed_sleep_secs',
         'input_partition_dims', 'eval_training_input_configuration',
         'experimental_host_call_every_n_steps', 'experimental_allow_per_host_v2_parallel_get_next',
-        'experimental_feed_hook', 'gradient_accumulation_steps', 'precision'
+        'experimental_feed_hook', 'gradient_accumulation_steps', 'precision', 'xla'
     ])):
   """Sharding and device-loop settings: `iterations_per_loop` steps per host round trip,
   `num_shards` replicas (TPU cores, GPUs, or logical CPU devices when there is no accelerator).
@@ -295,7 +303,8 @@ class TPUConfig(
   `params['batch_size']` and one optimizer update with their mean gradient; the global step,
   `max_steps` and `iterations_per_loop` count updates.  `precision='mixed_bfloat16'` or
   `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
-  (precision.py).
+  (precision.py).  `xla=True` compiles the training step of use_tpu=True with XLA, `False`
+  does not, `None` (default) is the measured default, `xla.DEFAULT` (xla.py).
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,
@@ -304,8 +313,10 @@ class TPUConfig(
               eval_training_input_configuration=InputPipelineConfig.PER_HOST_V1,
               experimental_host_call_every_n_steps=1,
               experimental_allow_per_host_v2_parallel_get_next=False,
-              experimental_feed_hook=None, gradient_accumulation_steps=1, precision=None):
+              experimental_feed_hook=None, gradient_accumulation_steps=1, precision=None,
+              xla=None):
     parse_iterations_per_loop(iterations_per_loop)
+    xla_lib.check_setting(xla)
     errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
     if precision not in (None, 'mixed_bfloat16', 'mixed_float16'):
       raise errors.value_error('`precision` must be None, "mixed_bfloat16" or "mixed_float16".',
@@ -357,7 +368,7 @@ class TPUConfig(
         tpu_job_name, initial_infeed_sleep_secs, input_partition_dims,
         eval_training_input_configuration, experimental_host_call_every_n_steps,
         experimental_allow_per_host_v2_parallel_get_next, experimental_feed_hook,
-        gradient_accumulation_steps, precision)
+        gradient_accumulation_steps, precision, xla)
 
   @property
   def input_mode(self):

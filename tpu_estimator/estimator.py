@@ -12,6 +12,7 @@ import tensorflow as tf
 from tpu_estimator import checkpoints
 from tpu_estimator import errors
 from tpu_estimator import export as export_lib
+from tpu_estimator import graph_cache
 from tpu_estimator import hooks as hooks_lib
 from tpu_estimator import model_dir_lock
 from tpu_estimator import model_fn as model_fn_lib
@@ -76,6 +77,7 @@ class Estimator:
     self._model_dir = model_dir
     self._params = copy.deepcopy(params or {})
     self._warm_start = warm_starting.settings_from(warm_start_from)
+    self._graph_cache = graph_cache.Cache(self)
 
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: copy.deepcopy(self._config))
@@ -243,6 +245,23 @@ class Estimator:
                                      name)
 
   def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, explicit, name):
+    key = graph_cache.Key(ModeKeys.EVAL, input_fn, (steps, name))
+    entry = self._kept_graph(key, hooks)
+    while True:
+      if entry is None:
+        entry = self._build_eval(key, input_fn, steps, hooks)
+      try:
+        return self._run_eval(entry, steps, hooks, checkpoint, explicit, name)
+      except graph_cache.Stale:  # the checkpoint's variables differ from the kept graph's
+        entry = None
+
+  def _kept_graph(self, key, hooks):
+    """The graph a previous call with `key` kept, if this call may reuse it."""
+    if hooks or not self._config.reuse_eval_graphs:
+      return None
+    return self._graph_cache.take(key)
+
+  def _build_eval(self, key, input_fn, steps, hooks):
     with self._graph().as_default() as graph:
       replicas = self._layout.replicas(ModeKeys.EVAL)
       with replicas.scope():
@@ -253,36 +272,78 @@ class Estimator:
       checkpoints.ensure_saver(self._config)
       values = dict(built.extras['values'])
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
-      final = _v1.train.FinalOpsHook(values)
-      bar = progress.ProgressBarHook(step=built.fetches['update'], num_steps=steps,
-                                     label='evaluate', unit='batches',
-                                     enabled=self._config.progress_bar)
-      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [final, bar]
-      session, checkpoint = self._restored_session(replicas, built.scaffold, all_hooks,
-                                                   checkpoint, explicit, 'evaluate')
-      with errors.runtime_checks_as_value_errors(), session:
-        while not session.should_stop():
-          session.run(built.fetches['update'])
-      results = final.final_ops_values
-      eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
-      _write_eval_summary(eval_dir, results, checkpoint)
+      parts = {'replicas': replicas, 'update': built.fetches['update'], 'values': values}
+      return self._entry(key, graph, built, host_input, hooks, parts,
+                         [built.fetches['update']] + list(values.values()))
+
+  def _entry(self, key, graph, built, host_input, hooks, parts, roots):
+    """A `graph_cache.Entry` for a just-built graph, and whether it may be kept."""
+    entry = graph_cache.Entry(key, graph, built.scaffold, parts)
+    own_hooks = host_input.hooks + built.hooks
+    parts['hooks'] = own_hooks + built.spec_hooks  # the first call's
+    parts['templates'] = [copy.copy(h) for h in own_hooks]  # fresh state for later calls
+    entry.reason = 'RunConfig(reuse_eval_graphs=False)'
+    if self._config.reuse_eval_graphs:
+      entry.reason = graph_cache.why_not_kept(
+          graph, built.scaffold, hooks, built.spec_hooks, roots + _hook_tensors(own_hooks),
+          bool(host_input.hooks), parts['replicas'])
+    if entry.reason is not None:
+      _log.debug('The %s graph is built for this call only: %s.', key.mode, entry.reason)
+    return entry
+
+  def _run_eval(self, entry, steps, hooks, checkpoint, explicit, name):
+    parts = entry.parts
+    kept = False
+    try:
+      with entry.graph.as_default():
+        final = _v1.train.FinalOpsHook(parts['values'])
+        bar = progress.ProgressBarHook(step=parts['update'], num_steps=steps,
+                                       label='evaluate', unit='batches',
+                                       enabled=self._config.progress_bar)
+        all_hooks = _call_hooks(entry) + hooks + [final, bar]
+        session, checkpoint = self._restored_session(parts['replicas'], entry.scaffold,
+                                                     all_hooks, checkpoint, explicit,
+                                                     'evaluate', entry)
+        with errors.runtime_checks_as_value_errors(), session:
+          while not session.should_stop():
+            session.run(parts['update'])
+        results = final.final_ops_values
+        kept = True
+        eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
+        _write_eval_summary(eval_dir, results, checkpoint)
+    finally:
+      self._keep_or_close(entry, kept)
     _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],
               ', '.join('%s = %s' % kv for kv in sorted(results.items())))
     return results
 
-  def _restored_session(self, replicas, scaffold, hooks, checkpoint, explicit, what):
+  def _keep_or_close(self, entry, finished):
+    """After a call: its graph and session kept for the next call when the call finished and
+    the graph may be reused, closed otherwise."""
+    if finished and entry.reason is None and entry.session is not None:
+      self._graph_cache.put(entry)
+    else:
+      entry.close()
+
+  def _restored_session(self, replicas, scaffold, hooks, checkpoint, explicit, what,
+                        entry=None):
     """(session, checkpoint restored): a session restoring `checkpoint` from a pinned snapshot
     (a trainer with a small keep_checkpoint_max cannot delete it meanwhile), after checking the
     model's shapes against it.  If the latest checkpoint (not an `explicit` one) was deleted
     before it could be pinned, the new latest is restored instead.  Errors name `checkpoint`,
-    never the snapshot."""
+    never the snapshot.  A graph kept by an earlier call (`entry`) restores into its open
+    session; `graph_cache.Stale` when the checkpoint's variables are not those it restored."""
     for attempt in range(_EVAL_RETRIES):
       try:
         with checkpoints.pinned(checkpoint) as snapshot:
+          if entry is not None and entry.session is not None and not entry.fits(snapshot):
+            raise graph_cache.Stale(checkpoint)
           checkpoints.check_shapes(snapshot, checkpoint)
           if what == 'evaluate':
             _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
           with checkpoints.restore_errors(snapshot, checkpoint):
+            if entry is not None and entry.reason is None:
+              return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
             return self._session(replicas, scaffold, hooks,
                                  checkpoint_filename_with_path=snapshot), checkpoint
       except checkpoints.CheckpointGone:
@@ -292,6 +353,14 @@ class Estimator:
                      checkpoint)
         checkpoint = checkpoints.resolve_checkpoint(self._model_dir, None, what)
     raise AssertionError('unreachable')
+
+  def _kept_session(self, replicas, entry, hooks, snapshot):
+    """A MonitoredSession over `entry`'s session (created on its first call), `snapshot`
+    restored into it; closing it leaves that session open for the next call."""
+    config = replicas.session_config(self._config.session_config)
+    creator = entry.creator(snapshot, replicas.master, config)
+    with quiet.internal_calls():
+      return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
 
   # -------------------------------------------------------------------------------------------
   def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
@@ -310,6 +379,22 @@ class Estimator:
       if not checkpoint:
         _log.info('Could not find trained model in model_dir: %s, running initialization to '
                   'predict.', self._model_dir)
+    key = graph_cache.Key(ModeKeys.PREDICT, input_fn,
+                          (None if predict_keys is None else tuple(predict_keys),))
+    entry = self._kept_graph(key, hooks) if checkpoint else None
+    while True:
+      if entry is None:
+        entry = self._build_predict(key, input_fn, predict_keys, hooks)
+        if not checkpoint:
+          entry.reason = 'no checkpoint to restore'  # a new session initializes anew
+      try:
+        yield from self._run_predict(entry, hooks, checkpoint, bool(checkpoint_path),
+                                     yield_single_examples)
+        return
+      except graph_cache.Stale:  # raised before anything was yielded
+        entry = None
+
+  def _build_predict(self, key, input_fn, predict_keys, hooks):
     with self._graph().as_default() as graph:
       replicas = self._layout.replicas(ModeKeys.PREDICT)
       with replicas.scope():
@@ -321,23 +406,37 @@ class Estimator:
                                                              predict_keys))
       checkpoints.ensure_saver(self._config)
       rows = built.fetches.get('batch_rows')
-      bar = progress.ProgressBarHook(
-          advance=None if rows is None else tf.math.count_nonzero(rows), label='predict',
-          unit='batches', enabled=self._config.progress_bar)
-      all_hooks = host_input.hooks + built.hooks + built.spec_hooks + hooks + [bar]
-      if checkpoint:
-        session, _ = self._restored_session(replicas, built.scaffold, all_hooks, checkpoint,
-                                            bool(checkpoint_path), 'predict')
-      else:
-        session = self._session(replicas, built.scaffold, all_hooks)
-      with errors.runtime_checks_as_value_errors(), session:
-        while not session.should_stop():
-          out = session.run(fetches)
-          if yield_single_examples:  # the batches of one run, concatenated: no need to split
-            yield from _rows(out['predictions'])
-          else:
-            yield from _split_batches(out['predictions'], out.get('batch_rows'))
+      parts = {'replicas': replicas, 'fetches': fetches,
+               'advance': None if rows is None else tf.math.count_nonzero(rows)}
+      return self._entry(key, graph, built, host_input, hooks, parts,
+                         tf.nest.flatten(fetches) + tf.nest.flatten(parts['advance']))
 
+  def _run_predict(self, entry, hooks, checkpoint, explicit, yield_single_examples):
+    parts = entry.parts
+    finished = False
+    try:
+      with entry.graph.as_default():
+        bar = progress.ProgressBarHook(advance=parts['advance'], label='predict',
+                                       unit='batches', enabled=self._config.progress_bar)
+        all_hooks = _call_hooks(entry) + hooks + [bar]
+        if checkpoint:
+          session, _ = self._restored_session(parts['replicas'], entry.scaffold, all_hooks,
+                                              checkpoint, explicit, 'predict', entry)
+        else:
+          session = self._session(parts['replicas'], entry.scaffold, all_hooks)
+        with errors.runtime_checks_as_value_errors(), session:
+          while not session.should_stop():
+            out = session.run(parts['fetches'])
+            if yield_single_examples:  # the batches of one run, concatenated: no need to split
+              yield from _rows(out['predictions'])
+            else:
+              yield from _split_batches(out['predictions'], out.get('batch_rows'))
+        finished = True
+    except GeneratorExit:
+      finished = True  # predictions left unread: the next call restarts everything anyway
+      raise
+    finally:
+      self._keep_or_close(entry, finished)
 
   # -------------------------------------------------------------------------------------------
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
@@ -413,6 +512,26 @@ class Estimator:
                                    checkpoint_path=checkpoint_path)
 
   export_savedmodel = export_saved_model
+
+
+def _call_hooks(entry):
+  """The hooks of the graph itself for this call: the ones built with it on its first call,
+  fresh copies of its own (input, loop) hooks on later ones."""
+  first = entry.parts.pop('hooks', None)
+  if first is not None:
+    return list(first)
+  return [copy.copy(h) for h in entry.parts['templates']]
+
+
+def _hook_tensors(hooks):
+  """The tensors and ops the hooks fetch or run (what runs besides the fetches)."""
+  found = []
+  for hook in hooks:
+    for value in vars(hook).values():
+      for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, (tf.Tensor, tf.Operation)):
+          found.append(item)
+  return found
 
 
 def _select_keys(predictions, keys):

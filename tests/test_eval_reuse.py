@@ -1,0 +1,256 @@
+"""evaluate()/predict() called again with the same arguments reuse the graph and session of the
+previous call (graph_cache.py): same results as a new estimator on the same checkpoint, new
+weights seen after more training, a new graph whenever anything that shapes it changed."""
+import gc
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers as h
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+
+
+def _counting(model_fn):
+  """`model_fn` recording the mode of each call (the number of graphs built)."""
+  calls = []
+
+  def counted(features, labels, mode, params):
+    calls.append(mode)
+    return model_fn(features, labels, mode, params)
+
+  return counted, calls
+
+
+def _estimator(model_dir, shards, model_fn, **config):
+  """One device (`shards` None: Estimator) or a TPUEstimator on `shards` CPU shards."""
+  if shards is None:
+    return te.Estimator(model_fn, model_dir=str(model_dir), params={'batch_size': 16},
+                        config=te.EstimatorRunConfig(**config) if config else None)
+  return te.TPUEstimator(model_fn, config=h.tpu_config(shards, 4, model_dir=str(model_dir),
+                                                       **config),
+                         train_batch_size=16, eval_batch_size=16, predict_batch_size=16)
+
+
+def _fresh_eval(model_dir, shards, input_fn, **kwargs):
+  return _estimator(model_dir, shards, h.make_model_fn(tpu=shards is not None)).evaluate(
+      input_fn, **kwargs)
+
+
+def _assert_same(got, expected):
+  assert set(got) == set(expected)
+  for key in expected:
+    np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, err_msg=key)
+
+
+@pytest.fixture
+def data():
+  return h.make_data(90)  # 90 rows: a short final batch of 10
+
+
+@pytest.mark.parametrize('shards', [None, 2])
+def test_second_evaluate_reuses_graph_and_equals_a_new_estimator(tmp_path, data, shards):
+  model_fn, calls = _counting(h.make_model_fn(tpu=shards is not None))
+  est = _estimator(tmp_path, shards, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=4)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  first = est.evaluate(eval_fn)
+  built = len(calls)
+  second = est.evaluate(eval_fn)
+  third = est.evaluate(eval_fn)
+  assert len(calls) == built  # model_fn not called again: the graph was reused
+  _assert_same(second, first)  # metrics reset between calls, input restarted
+  _assert_same(third, first)
+  _assert_same(second, _fresh_eval(tmp_path, shards, eval_fn))
+
+  # More training: the kept graph restores the new checkpoint.
+  est.train(h.dataset_input_fn(*data), steps=4)
+  built = len(calls)
+  after = est.evaluate(eval_fn)
+  assert len(calls) == built
+  assert after['global_step'] == 8
+  assert after['loss'] != first['loss']
+  _assert_same(after, _fresh_eval(tmp_path, shards, eval_fn))
+
+  # steps= limits a reused graph as a new one.
+  limited = est.evaluate(eval_fn, steps=2)
+  _assert_same(est.evaluate(eval_fn, steps=2), limited)
+  _assert_same(limited, _fresh_eval(tmp_path, shards, eval_fn, steps=2))
+
+
+def test_eval_summaries_of_reused_graph_written_per_checkpoint(tmp_path, data):
+  est = _estimator(tmp_path, None, h.make_model_fn())
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  losses = {}
+  for _ in range(3):
+    est.train(h.dataset_input_fn(*data), steps=3)
+    result = est.evaluate(eval_fn)
+    losses[int(result['global_step'])] = float(result['loss'])
+  written = {}
+  for path in glob.glob(os.path.join(str(tmp_path), 'eval', 'events.out.tfevents.*')):
+    for event in v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == 'loss':
+          written[event.step] = value.simple_value
+  assert written == pytest.approx(losses)
+
+
+@pytest.mark.parametrize('change', ['input_fn', 'steps', 'name', 'hooks'])
+def test_other_arguments_build_a_new_graph(tmp_path, data, change):
+  model_fn, calls = _counting(h.make_model_fn())
+  est = _estimator(tmp_path, None, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  est.evaluate(eval_fn, steps=3)
+  built = len(calls)
+  kwargs = {'input_fn': eval_fn, 'steps': 3}
+  if change == 'input_fn':
+    kwargs['input_fn'] = h.dataset_input_fn(data[0][:32], data[1][:32], repeat=False)
+  elif change == 'steps':
+    kwargs['steps'] = 2
+  elif change == 'name':
+    kwargs['name'] = 'other'
+  else:
+    kwargs['hooks'] = [v1.train.SessionRunHook()]
+  result = est.evaluate(**kwargs)
+  assert len(calls) == built + 1
+  _assert_same(result, _fresh_eval(tmp_path, None, **kwargs))
+  if change == 'hooks':  # a call with hooks is built for itself: the kept graph stays
+    _assert_same(est.evaluate(eval_fn, steps=3), _fresh_eval(tmp_path, None, eval_fn, steps=3))
+    assert len(calls) == built + 1
+
+
+def _sized_model_fn(hidden):
+  def model_fn(features, labels, mode, params):
+    del params
+    init = tf.constant_initializer(0.1)
+    net = tf.matmul(features['x'], v1.get_variable('hidden/kernel', [h.NUM_FEATURES, hidden],
+                                                   initializer=init))
+    logits = tf.matmul(net, v1.get_variable('logits/kernel', [hidden, h.NUM_CLASSES],
+                                            initializer=init))
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    train_op = v1.train.AdamOptimizer(0.01).minimize(loss, v1.train.get_global_step()) \
+        if mode == te.ModeKeys.TRAIN else None
+    return te.EstimatorSpec(mode, loss=loss, train_op=train_op)
+  return model_fn
+
+
+def test_checkpoint_of_another_model_builds_a_new_graph(tmp_path, data):
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  est = te.Estimator(_sized_model_fn(8), model_dir=str(tmp_path / 'a'),
+                     params={'batch_size': 16})
+  est.train(h.dataset_input_fn(*data), steps=2)
+  est.evaluate(eval_fn)
+  # Another model (other shapes) writes the newest checkpoint: restoring it is an error
+  # naming the variable, as for a new graph, not a silent restore into the kept one.
+  te.Estimator(_sized_model_fn(5), model_dir=str(tmp_path / 'b'),
+               params={'batch_size': 16}).train(h.dataset_input_fn(*data), steps=3)
+  with pytest.raises(ValueError, match='hidden/kernel.*8.*5'):
+    est.evaluate(eval_fn, checkpoint_path=str(tmp_path / 'b' / 'model.ckpt-3'))
+  # The kept graph was dropped after the failure, and the estimator still evaluates.
+  _assert_same(est.evaluate(eval_fn), te.Estimator(
+      _sized_model_fn(8), model_dir=str(tmp_path / 'a'),
+      params={'batch_size': 16}).evaluate(eval_fn))
+
+
+def test_checkpoint_with_other_variables_builds_a_new_graph(tmp_path, data):
+  model_fn, calls = _counting(h.make_model_fn())
+  _estimator(tmp_path, None, h.make_model_fn(optimizer='adam')).train(
+      h.dataset_input_fn(*data), steps=2)
+  est = _estimator(tmp_path, None, model_fn)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  est.evaluate(eval_fn)
+  built = len(calls)
+  # Training on with SGD: the new checkpoint has no Adam slot variables.
+  est.train(h.dataset_input_fn(*data), steps=2)
+  built = len(calls)
+  result = est.evaluate(eval_fn)
+  assert len(calls) == built + 1
+  _assert_same(result, _fresh_eval(tmp_path, None, eval_fn))
+
+
+@pytest.mark.parametrize('shards', [None, 2])
+def test_predict_reuses_graph_with_the_same_rows(tmp_path, data, shards):
+  model_fn, calls = _counting(h.make_model_fn(tpu=shards is not None))
+  est = _estimator(tmp_path, shards, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=3)
+
+  def predict_fn(params):
+    return tf.data.Dataset.from_tensor_slices({'x': data[0]}).batch(params['batch_size'])
+
+  first = [p['probabilities'] for p in est.predict(predict_fn)]
+  built = len(calls)
+  # A generator left half read, then whole calls: each starts at the first row.
+  partial = est.predict(predict_fn)
+  assert np.allclose(next(partial)['probabilities'], first[0])
+  partial.close()
+  second = [p['probabilities'] for p in est.predict(predict_fn)]
+  assert len(calls) == built
+  assert len(second) == len(first) == 90
+  np.testing.assert_allclose(second, first, rtol=1e-6)
+  est.train(h.dataset_input_fn(*data), steps=3)
+  built = len(calls)
+  third = [p['probabilities'] for p in est.predict(predict_fn)]
+  assert len(calls) == built
+  fresh = _estimator(tmp_path, shards, h.make_model_fn(tpu=shards is not None))
+  np.testing.assert_allclose(third, [p['probabilities'] for p in fresh.predict(predict_fn)],
+                             rtol=1e-6)
+  assert not np.allclose(third, first)
+  keys = list(est.predict(predict_fn, predict_keys=['classes']))
+  assert len(calls) > built and set(keys[0]) == {'classes'}  # other fetches: a new graph
+
+
+def test_switch_turns_reuse_off(tmp_path, data):
+  model_fn, calls = _counting(h.make_model_fn())
+  est = _estimator(tmp_path, None, model_fn, reuse_eval_graphs=False)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  est.evaluate(eval_fn)
+  est.evaluate(eval_fn)
+  list(est.predict(eval_fn))
+  list(est.predict(eval_fn))
+  assert calls.count(te.ModeKeys.EVAL) == 2 and calls.count(te.ModeKeys.PREDICT) == 2
+  with pytest.raises(TypeError, match='reuse_eval_graphs.*Received: reuse_eval_graphs=1'):
+    te.EstimatorRunConfig(reuse_eval_graphs=1)
+
+
+def test_stateful_input_or_spec_hooks_build_a_new_graph(tmp_path, data):
+  """A shuffled input (its random state would carry over) and model_fn hooks rebuild."""
+  inner = h.make_model_fn()
+  hook_model_fn, hook_calls = _counting(
+      lambda f, l, mode, params: inner(f, l, mode, params)._replace(
+          evaluation_hooks=[v1.train.StopAtStepHook(last_step=10 ** 6)])
+      if mode == te.ModeKeys.EVAL else inner(f, l, mode, params))
+  est = _estimator(tmp_path, None, hook_model_fn)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  est.evaluate(eval_fn)
+  est.evaluate(eval_fn)
+  assert hook_calls.count(te.ModeKeys.EVAL) == 2
+
+  def shuffled(params):
+    return tf.data.Dataset.from_tensor_slices(({'x': data[0]}, data[1])).shuffle(
+        90, seed=1).batch(params['batch_size'])
+
+  model_fn, calls = _counting(h.make_model_fn())
+  est = _estimator(tmp_path, None, model_fn, tf_random_seed=3)
+  first = est.evaluate(shuffled, steps=2)
+  second = est.evaluate(shuffled, steps=2)
+  assert calls.count(te.ModeKeys.EVAL) == 2
+  _assert_same(second, first)  # the same shuffle as a new graph's
+
+
+def test_kept_session_closed_with_the_estimator(tmp_path, data):
+  est = _estimator(tmp_path, None, h.make_model_fn())
+  est.train(h.dataset_input_fn(*data), steps=2)
+  est.evaluate(h.dataset_input_fn(*data, repeat=False))
+  sessions = [e.session for e in est._graph_cache._entries.values()]  # pylint: disable=protected-access
+  assert len(sessions) == 1 and not sessions[0]._closed  # pylint: disable=protected-access
+  del est
+  gc.collect()
+  assert sessions[0]._closed  # pylint: disable=protected-access

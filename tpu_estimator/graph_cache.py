@@ -1,0 +1,262 @@
+"""Graphs and sessions of `evaluate()`/`predict()` kept for the next call with the same
+arguments.
+
+The original built a new graph and session for every call: `model_fn` traced again, the graph
+optimized again, the executor built again, then the checkpoint restored.  For the repeated
+evaluations of `train_and_evaluate` that fixed cost was most of the call.  Here a call whose
+graph would be built again identically keeps it, with its open session, for the next one,
+which only restores the new checkpoint, re-runs the local initializers (metrics, `eval_step`,
+tables) and restarts the input iterators.
+
+A graph is kept only where reusing it is provably the same as rebuilding it, given that
+`model_fn` and `input_fn` build the same graph when called again with the same arguments
+(`RunConfig(reuse_eval_graphs=False)` turns reuse off for those that do not):
+
+* the same mode, `input_fn` object, `steps`, `name` and `predict_keys` (the key);
+* no hooks passed to the call and none from `model_fn`'s spec (a hook may build ops in
+  `begin()` or keep state between sessions);
+* the input is `tf.data` (initializable iterators; a one-shot iterator or queue cannot
+  restart) and nothing else in the graph keeps state across sessions: no stateful random op
+  runs (a new graph would start its sequence again), no queue, no mutable table;
+* the scaffold has TensorFlow's default init/ready/local-init ops;
+* a checkpoint was restored (prediction without one initializes at random);
+* every later checkpoint has the variables (names, shapes, dtypes) of the one restored first;
+  any other is evaluated in a new graph, as before.
+Anything else is built per call, as the original did.
+"""
+import threading
+import weakref
+
+import tensorflow as tf
+
+from tpu_estimator import device_loop
+
+_v1 = tf.compat.v1
+_log = tf.get_logger()
+
+# Op types whose results depend on state kept in the session between calls.
+_STATEFUL_RANDOM = frozenset([
+    'TruncatedNormal', 'ParameterizedTruncatedNormal', 'Multinomial', 'RngSkip',
+    'RngReadAndSkip', 'NonDeterministicInts', 'AnonymousSeedGenerator',
+    'AnonymousRandomSeedGenerator', 'SamplingDataset', 'ExperimentalRandomDataset',
+    'OneShotIterator', 'ConditionalAccumulator', 'SparseConditionalAccumulator', 'Barrier',
+])
+_STATEFUL_PREFIXES = ('Random', 'Stateful', 'MutableHashTable', 'MutableDenseHashTable',
+                      'FIFOQueue', 'PaddingFIFOQueue', 'PriorityQueue')
+_NOT_STATEFUL = frozenset(['StatefulPartitionedCall'])
+_CUSTOM_SCAFFOLD_PARTS = ('_init_op', '_init_feed_dict', '_init_fn', '_ready_op',
+                          '_ready_for_local_init_op', '_local_init_op', '_local_init_feed_dict')
+_INIT_COLLECTIONS = (_v1.GraphKeys.INIT_OP, _v1.GraphKeys.LOCAL_INIT_OP,
+                     _v1.GraphKeys.READY_OP, _v1.GraphKeys.READY_FOR_LOCAL_INIT_OP)
+
+
+def _keeps_state(op_type):
+  if op_type in _NOT_STATEFUL:
+    return False
+  return op_type in _STATEFUL_RANDOM or op_type.startswith(_STATEFUL_PREFIXES) or \
+      ('Shuffle' in op_type and not op_type.startswith('Stateless'))
+
+
+def _function_names(attrs):
+  for value in attrs.values():
+    if value.HasField('func'):
+      yield value.func.name
+    for func in value.list.func:
+      yield func.name
+
+
+def _stateful_op(graph, roots):
+  """The type of an op that keeps state between sessions and runs for `roots` (ops or
+  tensors), in the graph or in a function they call; None if there is none."""
+  drained = set(graph.get_collection(device_loop.DRAINED_QUEUES))
+  seen, stack, functions = set(), [getattr(r, 'op', r) for r in roots], []
+  while stack:
+    op = stack.pop()
+    if op is None or op.name in seen:
+      continue
+    seen.add(op.name)
+    if _keeps_state(op.type) and op.name not in drained:
+      return op.type
+    functions.extend(_function_names(op.node_def.attr))
+    stack.extend(t.op for t in op.inputs)
+    stack.extend(op.control_inputs)
+  done = set()
+  while functions:
+    name = functions.pop()
+    if name in done:
+      continue
+    done.add(name)
+    function = graph._get_function(name)  # pylint: disable=protected-access
+    if function is None:
+      return 'unknown function %s' % name
+    definition = function.cached_definition if hasattr(function, 'cached_definition') else \
+        function.definition
+    for node in definition.node_def:
+      if _keeps_state(node.op):
+        return node.op
+      functions.extend(_function_names(node.attr))
+      if graph._get_function(node.op) is not None:  # pylint: disable=protected-access
+        functions.append(node.op)
+  return None
+
+
+def why_not_kept(graph, scaffold, call_hooks, graph_hooks, roots, has_iterators, replicas):
+  """Why a just-built graph (its session not created yet) cannot serve the next call; None
+  when it can."""
+  if call_hooks:
+    return 'hooks were passed to the call'
+  if graph_hooks:
+    return "model_fn's spec has hooks"
+  if replicas.kind == 'multi_worker':
+    return 'it runs on several workers'
+  if not has_iterators:
+    return 'input_fn did not return a tf.data.Dataset'
+  custom = [p.strip('_') for p in _CUSTOM_SCAFFOLD_PARTS if getattr(scaffold, p, None) is not None]
+  if custom:
+    return 'the scaffold sets %s' % ', '.join(custom)
+  if any(graph.get_collection(key) for key in _INIT_COLLECTIONS):
+    return 'the graph has its own init or ready ops'
+  if graph.get_collection(_v1.GraphKeys.QUEUE_RUNNERS):
+    return 'the graph has queue runners'
+  stateful = _stateful_op(graph, roots)
+  if stateful:
+    return 'a %s op keeps state between calls' % stateful
+  return None
+
+
+def checkpoint_signature(path):
+  """{variable: (shape, dtype)} of a checkpoint: what its restore depends on."""
+  reader = tf.train.load_checkpoint(path)
+  shapes = reader.get_variable_to_shape_map()
+  dtypes = reader.get_variable_to_dtype_map()
+  return {name: (tuple(shapes[name]), dtypes[name].name) for name in shapes}
+
+
+class Key:
+  """What a kept graph was built for: the mode, the `input_fn` object and the call's other
+  arguments that shape the graph or its hooks."""
+
+  def __init__(self, mode, input_fn, args):
+    self.mode = mode
+    self.input_fn = input_fn
+    self.args = tuple(args)
+
+  def matches(self, other):
+    return self.mode == other.mode and self.input_fn is other.input_fn and \
+        self.args == other.args
+
+
+class _KeptSession(_v1.Session):
+  """A session the MonitoredSession of one call does not close; `release()` does."""
+
+  _released = False
+
+  def close(self):
+    if self._released:
+      super().close()
+
+  def release(self):
+    self._released = True
+    super().close()
+
+
+class Entry:
+  """One built graph: what the estimator needs to run it (`parts`) and, once kept, its
+  session and the checkpoint variables it restored."""
+
+  def __init__(self, key, graph, scaffold, parts):
+    self.key = key
+    self.graph = graph
+    self.scaffold = scaffold
+    self.parts = parts
+    self.session = None
+    self.signature = None
+    self.calls = 0
+
+  def creator(self, checkpoint_path, master, session_config):
+    return _Creator(self, checkpoint_path, master, session_config)
+
+  def fits(self, checkpoint_path):
+    """Whether `checkpoint_path` restores into this graph as into a new one."""
+    try:
+      return checkpoint_signature(checkpoint_path) == self.signature
+    except (tf.errors.OpError, ValueError):
+      return False  # unreadable: a new graph's restore reports it
+
+  def close(self):
+    session, self.session = self.session, None
+    if session is not None:
+      session.release()
+
+
+class _Creator(_v1.train.SessionCreator):
+  """Restores `checkpoint_path` into the entry's session (created the first time) as
+  TensorFlow's SessionManager does: the Saver's restore, the local init op, the ready check."""
+
+  def __init__(self, entry, checkpoint_path, master, session_config):
+    self._entry = entry
+    self._path = checkpoint_path
+    self._master = master
+    self._config = session_config
+
+  def create_session(self):
+    entry = self._entry
+    scaffold = entry.scaffold
+    scaffold.finalize()
+    if entry.session is None:
+      entry.session = _KeptSession(self._master, graph=entry.graph, config=self._config)
+      entry.signature = checkpoint_signature(self._path)
+    session = entry.session
+    scaffold.saver.restore(session, self._path)
+    session.run(scaffold.local_init_op, feed_dict=scaffold.local_init_feed_dict)
+    if scaffold.ready_op is not None:
+      missing = session.run(scaffold.ready_op)
+      if missing is not None and getattr(missing, 'size', 0):
+        raise RuntimeError('The model is not ready after restoring %s: %s are not '
+                           'initialized.' % (self._path, list(missing)))
+    entry.calls += 1
+    return session
+
+
+class Cache:
+  """At most one kept graph per mode.  A call takes the entry out while it runs (a second call
+  at the same time builds its own) and puts it back when it finished cleanly; the estimator's
+  garbage collection or the process's exit closes the sessions."""
+
+  def __init__(self, owner):
+    self._entries = {}
+    self._lock = threading.Lock()
+    weakref.finalize(owner, _close_all, self._entries, self._lock)
+
+  def take(self, key):
+    with self._lock:
+      entry = self._entries.get(key.mode)
+      if entry is None or not entry.key.matches(key):
+        return None
+      del self._entries[key.mode]
+      return entry
+
+  def put(self, entry):
+    """Keeps `entry` (finalizing its graph: a later hook cannot add ops to it), closing the
+    one it replaces."""
+    entry.graph.finalize()
+    with self._lock:
+      old = self._entries.get(entry.key.mode)
+      self._entries[entry.key.mode] = entry
+    if old is not None and old is not entry:
+      old.close()
+
+  def clear(self):
+    _close_all(self._entries, self._lock)
+
+
+def _close_all(entries, lock):
+  with lock:
+    kept = list(entries.values())
+    entries.clear()
+  for entry in kept:
+    entry.close()
+
+
+class Stale(Exception):
+  """The checkpoint to restore has other variables than the kept graph restored: build anew."""
