@@ -9,6 +9,7 @@ import re
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator import xla as xla_lib
 
 _v1 = tf.compat.v1
 
@@ -294,7 +295,7 @@ class TPUConfig(
         'per_host_input_for_training', 'tpu_job_name', 'initial_infeed_sleep_secs',
         'input_partition_dims', 'eval_training_input_configuration',
         'experimental_host_call_every_n_steps', 'experimental_allow_per_host_v2_parallel_get_next',
-        'experimental_feed_hook', 'gradient_accumulation_steps', 'precision'
+        'experimental_feed_hook', 'gradient_accumulation_steps', 'precision', 'xla'
     ])):
   """Sharding and device-loop settings: `iterations_per_loop` steps per host round trip,
   `num_shards` replicas (TPU cores, GPUs, or logical CPU devices when there is no accelerator).
@@ -302,7 +303,8 @@ class TPUConfig(
   `params['batch_size']` and one optimizer update with their mean gradient; the global step,
   `max_steps` and `iterations_per_loop` count updates.  `precision='mixed_bfloat16'` or
   `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
-  (precision.py).
+  (precision.py).  `xla=True` compiles the training step of use_tpu=True with XLA, `False`
+  does not, `None` (default) is the measured default, `xla.DEFAULT` (xla.py).
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,
@@ -311,8 +313,10 @@ class TPUConfig(
               eval_training_input_configuration=InputPipelineConfig.PER_HOST_V1,
               experimental_host_call_every_n_steps=1,
               experimental_allow_per_host_v2_parallel_get_next=False,
-              experimental_feed_hook=None, gradient_accumulation_steps=1, precision=None):
+              experimental_feed_hook=None, gradient_accumulation_steps=1, precision=None,
+              xla=None):
     parse_iterations_per_loop(iterations_per_loop)
+    xla_lib.check_setting(xla)
     errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
     if precision not in (None, 'mixed_bfloat16', 'mixed_float16'):
       raise errors.value_error('`precision` must be None, "mixed_bfloat16" or "mixed_float16".',
@@ -364,7 +368,7 @@ class TPUConfig(
         tpu_job_name, initial_infeed_sleep_secs, input_partition_dims,
         eval_training_input_configuration, experimental_host_call_every_n_steps,
         experimental_allow_per_host_v2_parallel_get_next, experimental_feed_hook,
-        gradient_accumulation_steps, precision)
+        gradient_accumulation_steps, precision, xla)
 
   @property
   def input_mode(self):

@@ -18,6 +18,7 @@ from tensorflow.python.distribute import distribute_utils
 
 from tpu_estimator import errors
 from tpu_estimator import keras_naming
+from tpu_estimator import xla as xla_lib
 
 _v1 = tf.compat.v1
 
@@ -30,6 +31,7 @@ class Replicas:
   num_workers = 1
   worker_index = 0
   master = ''
+  xla = False  # set by the training step builder when it compiles the step (xla.py)
 
   def __init__(self, devices, kind):
     self.devices = tuple(devices)
@@ -63,6 +65,8 @@ class Replicas:
       config.allow_soft_placement = True
     if self.kind == 'cpu' and self.num_replicas > 1:
       config.device_count['CPU'] = max(config.device_count.get('CPU', 1), self.num_replicas)
+    if self.xla:
+      xla_lib.session_config(config)
     return config
 
   def run(self, fn, per_replica_args):

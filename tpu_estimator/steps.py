@@ -20,6 +20,7 @@ from tpu_estimator import host_calls
 from tpu_estimator import model_fn as model_fn_lib
 from tpu_estimator import scaffolds
 from tpu_estimator import specs
+from tpu_estimator import xla
 from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1
@@ -159,7 +160,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     return loss, host_tensors
 
   def run_step(values):
-    outs = _run_replicas(plan, replica_step, values)
+    outs = _recording(captured, lambda: _run_replicas(plan, replica_step, values))
     loss = tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
     host_call = captured['spec'].host_call
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
@@ -190,6 +191,8 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
       cpu_updates.elementwise_adam(active=plan.replicas.on_cpu):
     steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
   _drop_loop_summaries()
+  plan.replicas.xla = xla.decide(plan.config, _v1.get_default_graph(), captured['step_ops'],
+                                 plan.replicas)
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
   spec_hooks = list(spec.training_hooks)
@@ -201,6 +204,16 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   return Built({'loss': loss}, [], scaffold, spec_hooks, [], extras)
 
 
+def _recording(captured, fn):
+  """`fn()`, the ops it built kept in `captured['step_ops']`: model_fn's step, which the XLA
+  check looks at (not the input reads or host_call around it)."""
+  graph = _v1.get_default_graph()
+  start = len(graph.get_operations())
+  result = fn()
+  captured.setdefault('step_ops', []).extend(graph.get_operations()[start:])
+  return result
+
+
 def _accumulating_step(plan, replica_step, host_input, micro_batches, captured):
   """`run_step` of a loop whose steps are `micro_batches` micro-batches and one update
   (accumulation.py); it reads its own inputs."""
@@ -208,7 +221,8 @@ def _accumulating_step(plan, replica_step, host_input, micro_batches, captured):
   replicas = plan.replicas.local_replicas
 
   def micro_step():
-    outs = _run_replicas(plan, replica_step, host_input.next_replica_inputs())
+    inputs = host_input.next_replica_inputs()
+    outs = _recording(captured, lambda: _run_replicas(plan, replica_step, inputs))
     if captured['spec'].host_call is not None:
       raise errors.value_error(
           'host_call is not supported with TPUConfig.gradient_accumulation_steps > 1.',

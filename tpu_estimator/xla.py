@@ -1,0 +1,150 @@
+"""XLA-compiled training steps: `TPUConfig(xla=None | True | False)`.
+
+With XLA on, the training session of `use_tpu=True` runs with TensorFlow's XLA auto-clustering
+(`global_jit_level=ON_1`, plus the process flag that allows it on CPU): the graph optimizer
+gathers the compilable ops of the device loop's body (the replicated step: forward pass,
+gradients, optimizer update) into clusters per device, compiles each once per session and
+runs the compiled kernel every step.  The loop itself and the input (`get_next`) stay regular
+TensorFlow ops: an iterator cannot be compiled.  The graph, its variable names and so the
+checkpoints are the same with or without XLA; only the kernels differ (results equal within
+float rounding).
+
+Before the session starts, the op types `model_fn` built into the step are checked against
+XLA's kernels for the replicas' device: if one has none (a `tf.py_function`, string ops,
+`tf.print`), the step is not compiled at all and a warning names the op types (a partly
+compiled step would cut the clusters around them and cost more than it saves).
+
+`xla=None` (the default) resolves to `DEFAULT` below, chosen by measurement
+(docs/design-decisions.md, "XLA-compiled training steps").  Evaluation and prediction are not
+compiled.  The option applies to `use_tpu=True` training (the device loop) only.
+"""
+import logging
+import threading
+
+import tensorflow as tf
+from tensorflow.python.client import pywrap_tf_session
+from tensorflow.python.framework import kernels
+
+from tpu_estimator import errors
+
+_v1 = tf.compat.v1
+_log = logging.getLogger('tpu_estimator')
+
+# What `xla=None` means: see the module docstring.
+DEFAULT = False
+
+# Ops left out of the check: they are never part of a compiled cluster and do not need to be
+# (input reads, summaries that the device loop drops, control-flow and call wrappers whose
+# bodies are checked op by op, variable handles living outside the step).
+_IGNORED = frozenset([
+    'IteratorGetNext', 'IteratorGetNextSync', 'IteratorGetNextAsOptional',
+    'OptionalGetValue', 'OptionalHasValue', 'MakeIterator',
+    'ScalarSummary', 'HistogramSummary', 'ImageSummary', 'AudioSummaryV2', 'TensorSummary',
+    'TensorSummaryV2', 'MergeSummary',
+    'While', 'StatelessWhile', 'If', 'StatelessIf', 'Case', 'StatelessCase',
+    'PartitionedCall', 'StatefulPartitionedCall', 'NoOp', 'Placeholder', 'VarHandleOp',
+])
+_JIT_DEVICE = {'gpu': 'XLA_GPU_JIT'}
+
+# Auto-clustering on CPU is off unless this process-wide flag is set, and TensorFlow reads it
+# once, when the first session of the process optimizes a graph: it is set on import.  It only
+# matters to sessions that ask for a jit level (ours when compiling; the default level is off).
+pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(True)
+_registered = threading.Lock()
+_state = {'kernels': False}
+
+
+def check_setting(value):
+  """Validates `TPUConfig(xla=...)`."""
+  if not isinstance(value, (bool, type(None))):
+    raise errors.type_error('`xla` must be None, True or False.',
+                            'Pass True to compile the training step with XLA, False not to, '
+                            'None for the default (%s).' % DEFAULT, xla=value)
+
+
+def wanted(config):
+  """Whether `config`'s TPUConfig asks for XLA (None → `DEFAULT`)."""
+  value = getattr(getattr(config, 'tpu_config', None), 'xla', None)
+  return DEFAULT if value is None else value
+
+
+def _ensure_kernels_registered():
+  """XLA registers its kernels with TensorFlow's registry the first time a session optimizes
+  a graph with auto-clustering on: a tiny such session, once per process."""
+  with _registered:
+    if _state['kernels']:
+      return
+    graph = tf.Graph()
+    with graph.as_default():
+      value = tf.constant(1.0) + 1.0
+    with _v1.Session(graph=graph, config=session_config(_v1.ConfigProto())) as session:
+      session.run(value)
+    _state['kernels'] = True
+
+
+def _has_kernel(op_type, jit_device):
+  return any(k.device_type == jit_device
+             for k in kernels.get_registered_kernels_for_op(op_type).kernel)
+
+
+def _function_names(node_def):
+  """Names of the functions a node calls (loop bodies, branches, called functions)."""
+  names = []
+  for value in node_def.attr.values():
+    if value.HasField('func'):
+      names.append(value.func.name)
+    names.extend(f.name for f in value.list.func)
+  return names
+
+
+def op_types(graph, operations):
+  """The op types of `operations` and of every function they call, transitively."""
+  types, seen, pending = set(), set(), []
+  for op in operations:
+    types.add(op.type)
+    pending.extend(_function_names(op.node_def))
+  while pending:
+    name = pending.pop()
+    if name in seen:
+      continue
+    seen.add(name)
+    function = graph._get_function(name)  # pylint: disable=protected-access
+    if function is None:
+      continue
+    for node in function.definition.node_def:
+      types.add(node.op)
+      pending.extend(_function_names(node))
+  return types
+
+
+def uncompilable(types, device_kind):
+  """The sorted op types in `types` without an XLA kernel for `device_kind` ('cpu'/'gpu')."""
+  _ensure_kernels_registered()
+  jit_device = _JIT_DEVICE.get(device_kind, 'XLA_CPU_JIT')
+  return sorted(t for t in types if t not in _IGNORED and not _has_kernel(t, jit_device))
+
+
+def decide(config, graph, operations, replicas):
+  """Whether this training call compiles its step: wanted, and every op of the step (the
+  `operations` model_fn built in `graph`'s loop) has an XLA kernel for the replicas' device.
+  Logs why not otherwise."""
+  if not wanted(config):
+    return False
+  if replicas.kind == 'multi_worker':
+    _log.warning('TPUConfig(xla=True): training across workers runs without XLA (its '
+                 'collective all-reduce is not compiled by this build).')
+    return False
+  kind = 'gpu' if any('gpu' in d.lower() for d in replicas.devices) else 'cpu'
+  missing = uncompilable(op_types(graph, operations), kind)
+  if missing:
+    _log.warning('TPUConfig(xla=True): the training step runs without XLA: these ops in '
+                 'model_fn have no XLA kernel: %s.  Remove them from model_fn (or move them '
+                 'to host_call) to compile the step.', ', '.join(missing))
+    return False
+  return True
+
+
+def session_config(config):
+  """`config` (a ConfigProto, changed in place and returned) with auto-clustering on."""
+  config.graph_options.optimizer_options.global_jit_level = _v1.OptimizerOptions.ON_1
+  return config
