@@ -15,8 +15,9 @@ Small MLP (64-256-10), batch 128 for train/eval/predict, three configurations of
    first after_run ("1st run": 1 step for cpu, one device loop of 100 steps for tpu1/tpu2;
    "return": the call returned, after its final checkpoint).  Warm process (TF already used in this process), and
    process-level: a fresh `python` subprocess, from before it is spawned to the first run.
-3. peak RSS: a subprocess runs 10 cycles of train(steps=50) + evaluate (2048 examples) on one
-   estimator; peak RSS after cycle 2 and cycle 10, growth in %.  Peak = VmHWM: the child's
+3. peak RSS: a subprocess runs 10 cycles of train(steps=50) + evaluate (2048 examples, one
+   input_fn: its graph and session are kept between evaluations) on one estimator; peak RSS
+   after cycle 2 and cycle 10, growth in %.  Peak = VmHWM: the child's
    getrusage ru_maxrss is printed too, but on Linux it starts at the spawning parent's peak
    (it survives fork+exec), so it hides the child's own growth.
 """
@@ -185,9 +186,10 @@ def child_rss(args):
   import tpu_estimator as te  # pylint: disable=import-outside-toplevel
   est = _estimator(te, args.config, tempfile.mkdtemp(prefix='bench_rss_'))
   out = []
+  eval_fn = M.eval_input_fn(SPEC, 2048)  # one input_fn, as train_and_evaluate: graph kept
   for _ in range(args.cycles):
     est.train(M.train_input_fn(SPEC), steps=50)
-    est.evaluate(M.eval_input_fn(SPEC, 2048))
+    est.evaluate(eval_fn)
     out.append(M.rss_mb())
   print('RESULT ' + json.dumps(out))
 

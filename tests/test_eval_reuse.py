@@ -249,8 +249,9 @@ def test_kept_session_closed_with_the_estimator(tmp_path, data):
   est = _estimator(tmp_path, None, h.make_model_fn())
   est.train(h.dataset_input_fn(*data), steps=2)
   est.evaluate(h.dataset_input_fn(*data, repeat=False))
-  sessions = [e.session for e in est._graph_cache._entries.values()]  # pylint: disable=protected-access
-  assert len(sessions) == 1 and not sessions[0]._closed  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  sessions = [e.session for e in est._graph_cache._entries.values()]
+  assert len(sessions) == 1 and not sessions[0]._closed
   del est
   gc.collect()
-  assert sessions[0]._closed  # pylint: disable=protected-access
+  assert sessions[0]._closed

@@ -1,0 +1,108 @@
+"""Repeated evaluate()/predict() on one estimator: the graph and session kept across calls.
+
+  .venv/bin/python benchmarks/eval_reuse.py [--quick] [--rounds R]
+
+Small MLP (64-256-10), batch 128, one checkpoint; ours in three configurations (cpu:
+use_tpu=False; tpu1/tpu2: use_tpu=True on 1 or 2 logical CPU shards, iterations_per_loop=100).
+1. examples/s of whole calls with the same input_fn and no hooks, on N examples:
+     first    the estimator's first call (builds the graph and session),
+     second   the following calls (median of R): the kept graph restores the checkpoint,
+     rebuild  the same calls with RunConfig(reuse_eval_graphs=False): a new graph every call,
+              as the original always did.
+   for evaluate and predict (every per-example dict consumed).
+2. train_and_evaluate: K evaluations (one every 100 steps, N examples each) of the small MLP,
+   wall time with reuse on and off.
+benchmarks/vs_original.py reports the second evaluate() against the original's.
+"""
+import argparse
+import tempfile
+import time
+
+import _common
+from _common import fmt
+import models as M
+
+import tpu_estimator as te
+
+SPEC = M.SMALL
+CONFIGS = {'cpu': dict(use_tpu=False, num_shards=None),
+           'tpu1': dict(use_tpu=True, num_shards=1),
+           'tpu2': dict(use_tpu=True, num_shards=2)}
+
+
+def _estimator(model_dir, config, reuse, **overrides):
+  settings = CONFIGS[config]
+  run_config = M.estimator_config(te, model_dir, settings['num_shards'], 100).replace(
+      reuse_eval_graphs=reuse, **overrides)
+  return te.TPUEstimator(M.make_model_fn(SPEC, te.TPUEstimatorSpec), config=run_config,
+                         use_tpu=settings['use_tpu'], train_batch_size=SPEC.batch,
+                         eval_batch_size=SPEC.batch, predict_batch_size=SPEC.batch)
+
+
+def _call(est, kind, input_fn, n):
+  start = time.perf_counter()
+  if kind == 'evaluate':
+    est.evaluate(input_fn)
+  else:
+    count = sum(1 for _ in est.predict(input_fn))
+    assert count == n, (count, n)
+  return n / (time.perf_counter() - start)
+
+
+def bench_calls(model_dir, sizes, rounds):
+  print('\n## whole calls, examples/s (same input_fn, no hooks; second/rebuild: median of %d '
+        'calls)' % rounds)
+  print('  %-8s %-6s %7s | %9s %9s %9s | %13s %15s' % (
+      'call', 'config', 'N', 'first', 'second', 'rebuild', 'second/first', 'second/rebuild'))
+  for kind in ('evaluate', 'predict'):
+    for config in CONFIGS:
+      for n in sizes:
+        make_input = M.eval_input_fn if kind == 'evaluate' else M.predict_input_fn
+        input_fn = make_input(SPEC, n)
+        kept = _estimator(model_dir, config, True)
+        first = _call(kept, kind, input_fn, n)
+        second = M.median([_call(kept, kind, input_fn, n) for _ in range(rounds)])
+        rebuilt = _estimator(model_dir, config, False)
+        _call(rebuilt, kind, input_fn, n)  # the same first call, then the measured ones
+        rebuild = M.median([_call(rebuilt, kind, input_fn, n) for _ in range(rounds)])
+        print('  %-8s %-6s %7d | %9s %9s %9s | %12sx %14sx' % (
+            kind, config, n, fmt(first), fmt(second), fmt(rebuild), fmt(second / first, 2),
+            fmt(second / rebuild, 2)), flush=True)
+
+
+def bench_train_and_evaluate(evaluations, n):
+  print('\n## train_and_evaluate: %d evaluations of %d examples, one every 100 steps '
+        '(wall s)' % (evaluations, n))
+  print('  %-6s %9s %9s | %8s' % ('config', 'reuse', 'rebuild', 'ratio'))
+  for config in CONFIGS:
+    walls = {}
+    for reuse in (True, False):
+      est = _estimator(tempfile.mkdtemp(prefix='bench_reuse_tae_'), config, reuse,
+                       save_checkpoints_steps=100)
+      start = time.perf_counter()
+      te.train_and_evaluate(
+          est, te.TrainSpec(M.train_input_fn(SPEC), max_steps=100 * evaluations),
+          te.EvalSpec(M.eval_input_fn(SPEC, n), steps=None, throttle_secs=0))
+      walls[reuse] = time.perf_counter() - start
+    print('  %-6s %9s %9s | %7sx' % (config, fmt(walls[True], 2), fmt(walls[False], 2),
+                                      fmt(walls[True] / walls[False], 2)), flush=True)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--quick', action='store_true', help='short run (about a minute)')
+  parser.add_argument('--rounds', type=int, default=None)
+  args = parser.parse_args()
+  _common.quiet_tf()
+  _common.header('eval_reuse: repeated evaluate()/predict() on one estimator%s' %
+                 (' (--quick)' if args.quick else ''))
+  rounds = args.rounds or (3 if args.quick else 7)
+  sizes = (2048, 8192) if args.quick else (2048, 8192, 40960)  # multiples of the 2048-row pool
+  model_dir = tempfile.mkdtemp(prefix='bench_reuse_')
+  _estimator(model_dir, 'cpu', True).train(M.train_input_fn(SPEC), steps=100)
+  bench_calls(model_dir, sizes, rounds)
+  bench_train_and_evaluate(5 if args.quick else 10, 2048)
+
+
+if __name__ == '__main__':
+  main()
