@@ -199,22 +199,25 @@ class TimingHook(tf.compat.v1.train.SessionRunHook):
     self.after.append(time.perf_counter())
 
 
-def estimator_config(module, model_dir, num_shards=None, ipl=100, quiet=True):
+def estimator_config(module, model_dir, num_shards=None, ipl=100, quiet=True, xla=None):
   """A TPU RunConfig with checkpoints, summaries and step logging effectively off
-  (`quiet`), or at their defaults."""
+  (`quiet`), or at their defaults.  `xla`: TPUConfig(xla=...) (ours only; None: not passed)."""
   kwargs = {}
   if quiet:
     kwargs = dict(save_checkpoints_steps=10**8, save_summary_steps=10**8,
                   log_step_count_steps=10**8)
+  tpu_kwargs = {} if xla is None else {'xla': xla}
   return module.RunConfig(model_dir=model_dir,
                           tpu_config=module.TPUConfig(iterations_per_loop=ipl,
-                                                      num_shards=num_shards), **kwargs)
+                                                      num_shards=num_shards, **tpu_kwargs),
+                          **kwargs)
 
 
 def make_estimator(module, spec, model_dir, use_tpu=True, num_shards=None, ipl=100,
-                   quiet=True, eval_batch=None, predict_batch=None, optimizer='v1_adam'):
+                   quiet=True, eval_batch=None, predict_batch=None, optimizer='v1_adam',
+                   xla=None):
   """`module`: `tpu_estimator` or `tf.compat.v1.estimator.tpu`."""
-  config = estimator_config(module, model_dir, num_shards, ipl, quiet)
+  config = estimator_config(module, model_dir, num_shards, ipl, quiet, xla)
   return module.TPUEstimator(
       make_model_fn(spec, module.TPUEstimatorSpec, optimizer), config=config, use_tpu=use_tpu,
       train_batch_size=spec.batch, eval_batch_size=eval_batch or spec.batch,

@@ -4,7 +4,8 @@
                                                   [--rounds R] [--no-keras-xla]
                                                   [--wait-load SECONDS]
 
-Ours: `TPUEstimator(use_tpu=True)`, TPUConfig(num_shards=1, iterations_per_loop=100),
+Ours: `TPUEstimator(use_tpu=True)`, TPUConfig(num_shards=1, iterations_per_loop=100, xla=False)
+(and a row with xla=True: the step compiled with XLA; ratios XLA on/off printed),
 checkpoints/summaries/step logging effectively off, running the model_fn with
 `tf.compat.v1.train.AdamOptimizer` (one fused `ResourceApplyAdam` kernel per variable) and,
 second row, the same model_fn with the same Adam written as element-wise ops (how
@@ -43,6 +44,7 @@ import models as M
 TARGETS = {'small': 1.0, 'compute': 0.95}
 OURS = 'ours TPUEstimator 1 shard ipl=100'
 OURS_ELEMENTWISE = 'ours, element-wise Adam model_fn'
+OURS_XLA = 'ours xla=True (compiled step)'
 # Which Adam update each row runs: the fused v1 kernel (ResourceApplyAdam, what
 # tf.compat.v1.train.AdamOptimizer uses) or element-wise ops (keras.optimizers.Adam, and the
 # benchmark's element-wise model_fn).
@@ -99,7 +101,10 @@ def bench_model(spec, args, te):
           spec, per_run=ipl)),
       (OURS, 'ours', lambda: M.EstimatorTrain(
           M.make_estimator(te, spec, tempfile.mkdtemp(prefix='bench_'), use_tpu=True,
-                           num_shards=1, ipl=ipl), spec, per_run=ipl)),
+                           num_shards=1, ipl=ipl, xla=False), spec, per_run=ipl)),
+      (OURS_XLA, 'ours', lambda: M.EstimatorTrain(
+          M.make_estimator(te, spec, tempfile.mkdtemp(prefix='bench_'), use_tpu=True,
+                           num_shards=1, ipl=ipl, xla=True), spec, per_run=ipl)),
   ]
   if not args.keras_xla:
     builders = [b for b in builders if 'XLA' not in b[0]]
@@ -119,7 +124,8 @@ def bench_model(spec, args, te):
     runners.append((name, kind, runner))
 
   results = {name: {'call': [], 'steady': [], 'diff': []} for name, _, _ in runners}
-  ratio_keys = ('steady', 'call', 'diff', 'same_update', 'elementwise', 'best_ours')
+  ratio_keys = ('steady', 'call', 'diff', 'same_update', 'elementwise', 'best_ours',
+                'xla_steady', 'xla_call', 'xla_vs_best')
   ratios = {key: [] for key in ratio_keys}
   for r in range(rounds):
     best = {'all': 0.0, 'fused': 0.0, 'element-wise': 0.0}
@@ -141,6 +147,10 @@ def bench_model(spec, args, te):
     ratios['elementwise'].append(_ratio(ours_ew['steady'][-1], best['element-wise']))
     ratios['best_ours'].append(_ratio(_best([ours['steady'][-1], ours_ew['steady'][-1]]),
                                       best['all']))
+    ours_xla = results[OURS_XLA]
+    ratios['xla_steady'].append(_ratio(ours_xla['steady'][-1], ours['steady'][-1]))
+    ratios['xla_call'].append(_ratio(ours_xla['call'][-1], ours['call'][-1]))
+    ratios['xla_vs_best'].append(_ratio(ours_xla['steady'][-1], best['all']))
     print('  round %d done: ours/best anchor steady %s, same Adam update %s, element-wise '
           'model_fn/element-wise anchors %s  (%s)' % (
               r + 1, fmt(ratios['steady'][-1], 2), fmt(ratios['same_update'][-1], 2),
@@ -184,6 +194,12 @@ def bench_model(spec, args, te):
   for label, value in lines:
     print('  %-62s %5s  (target >= %.2f: %s)' % (label, fmt(value, 2), target,
                                                   verdict(value, target)))
+  print('  %-62s %5s' % ('ours xla=True / best anchor, steady', fmt(M.median(
+      ratios['xla_vs_best']), 2)))
+  print('  %-62s %5s  (info: XLA on/off, same run)' % (
+      'ours xla=True / xla=False, steady', fmt(M.median(ratios['xla_steady']), 2)))
+  print('  %-62s %5s  (info: compiles once per train() call)' % (
+      'ours xla=True / xla=False, per train() call', fmt(M.median(ratios['xla_call']), 2)))
   return results, ratios
 
 
