@@ -211,3 +211,33 @@ def test_batch_last_images_keep_static_shapes_in_sharded_eval_and_predict(tmp_pa
                                                  drop_remainder=v2), checkpoint_path=checkpoint))
   assert len(predictions) == 20
   np.testing.assert_allclose(np.stack([p['logits'] for p in predictions]), logits, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Elements of (features, None): labels left out explicitly, as serving-style input_fns do
+
+
+def _features_model_fn(features, labels, mode, params):
+  del labels, params
+  kernel = v1.get_variable('kernel', [SEQ, 2], initializer=tf.constant_initializer(
+      np.linspace(-1, 1, SEQ * 2).reshape(SEQ, 2)))
+  return te.TPUEstimatorSpec(mode, predictions={
+      'logits': tf.matmul(tf.cast(features['tokens'], tf.float32), kernel)})
+
+
+@pytest.mark.parametrize('labels_none', [False, True])
+def test_sharded_predict_with_none_labels_keeps_every_row(tmp_path, labels_none):
+  """13 rows in batches of 8 over 2 shards: the second batch leaves one replica a stand-in,
+  which must be built for `(features, None)` elements too."""
+  tokens = _lm_data(13)['tokens']
+
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices({'tokens': tokens}).batch(params['batch_size'])
+    return ds.map(lambda f: (f, None)) if labels_none else ds
+
+  est = te.TPUEstimator(_features_model_fn, config=te.RunConfig(
+      model_dir=str(tmp_path), tpu_config=te.TPUConfig(num_shards=2)),
+      train_batch_size=8, predict_batch_size=8)
+  got = np.array([row['logits'] for row in est.predict(input_fn)])
+  kernel = np.linspace(-1, 1, SEQ * 2).reshape(SEQ, 2)
+  np.testing.assert_allclose(got, tokens.astype(np.float64) @ kernel, rtol=1e-5, atol=1e-5)

@@ -352,6 +352,18 @@ def _stand_in_like_spec(spec):
   rows: an empty batch would reach model_fn, and some CPU kernels (oneDNN's Conv2D) mis-shape
   empty inputs."""
   def zeros(s):
+    if not isinstance(s, tf.TensorSpec):  # a `None` (labels of a features-only input)
+      if type(s).__name__ == 'NoneTensorSpec':
+        return None
+      raise errors.type_error(
+          'input_fn elements must be dense tensors to be split over the shards.',
+          'Convert sparse or ragged features to dense ones in input_fn (tf.sparse.to_dense, '
+          'RaggedTensor.to_tensor).', element_spec=s)
+    if s.shape.rank is None:
+      raise errors.value_error(
+          'input_fn elements must have a known rank to be split over the shards.',
+          'Give the dataset static ranks (e.g. tf.ensure_shape in Dataset.map).',
+          element_spec=s)
     shape = [d if d is not None else 1 for d in s.shape.as_list()]
     return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
   return tf.nest.map_structure(zeros, spec)
