@@ -127,8 +127,13 @@ def build_train(plan, model_fn, host_input, global_step):
         'Pass TPUEstimator(use_tpu=True) (TPUConfig(num_shards=1) for one device), or '
         'gradient_accumulation_steps=1.',
         gradient_accumulation_steps=accumulation.steps_of(plan.config), use_tpu=False)
-  features, labels = host_input.next_batch()
-  spec = _call(plan, model_fn, features, labels, ModeKeys.TRAIN)
+  # As in the device loop: the global-step read TensorFlow's hooks fetch as "the step before
+  # this run" must happen before the step, so model_fn (its update of the global step
+  # included) is built under a dependency on it.  Unordered, a loaded machine sometimes ran the
+  # read after the increment, and hooks acted one step late.
+  with tf.control_dependencies(_v1.get_collection(training_util.GLOBAL_STEP_READ_KEY)):
+    features, labels = host_input.next_batch()
+    spec = _call(plan, model_fn, features, labels, ModeKeys.TRAIN)
   spec_hooks = list(spec.training_hooks)
   if isinstance(spec, specs.TPUEstimatorSpec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
