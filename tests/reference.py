@@ -5,9 +5,11 @@ in.
 Where the reference cannot exist (no Python 3.9-3.11 on the machine: the script exits 3) the
 tests that need it are skipped, all with one reason (`check`); where it can but building or
 running it fails, they fail: the comparison is the point."""
+import json
 import os
 import subprocess
 
+import numpy as np
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,3 +68,63 @@ def python(who):
                       (REFERENCE_SCRIPT, proc.returncode, who, proc.stdout[-2000:],
                        proc.stderr[-4000:]))
   return lines[-1]
+
+
+IMPLS = ('orig', 'ours')
+
+
+def run_both(pythons, program, tasks, workdir, tag, timeout):
+  """`python program IMPL SPEC OUT` for both implementations at once, each on its own list of
+  tasks (`tasks[impl]`, written to SPEC as JSON); returns {impl: what it wrote to OUT}.  Raises
+  Unavailable with the log tail of every run that failed or ran past `timeout` seconds."""
+  running = {}
+  for impl in IMPLS:
+    spec, out, log = (os.path.join(workdir, '%s_%s.%s' % (tag, impl, ext))
+                      for ext in ('spec.json', 'out.json', 'log'))
+    with open(spec, 'w') as f:
+      json.dump(tasks[impl], f)
+    log_file = open(log, 'w')
+    proc = subprocess.Popen([pythons[impl], program, impl, spec, out], cwd=REPO, env=env(impl),
+                            stdout=log_file, stderr=subprocess.STDOUT)
+    running[impl] = (proc, log_file, out, log)
+  outputs, failures = {}, []
+  for impl, (proc, log_file, out, log) in running.items():
+    try:
+      code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+      code = 'timeout'
+    log_file.close()
+    if code != 0:
+      with open(log) as f:
+        failures.append('%s %s (%s) failed (%s):\n%s' % (
+            os.path.basename(program), impl, tag, code, f.read()[-6000:]))
+      continue
+    with open(out) as f:
+      outputs[impl] = json.load(f)
+  if failures:
+    raise Unavailable('\n\n'.join(failures))
+  return outputs
+
+
+def assert_close(expected, actual, what, rtol, atol):
+  """Recursively compares JSON results: same structure and keys; strings, bools and ints
+  exactly, other numbers to tolerance."""
+  if isinstance(expected, dict):
+    assert isinstance(actual, dict), '%s: expected a dict, got %r' % (what, actual)
+    assert sorted(expected) == sorted(actual), '%s: keys differ: expected %s, got %s' % (
+        what, sorted(expected), sorted(actual))
+    for key in expected:
+      assert_close(expected[key], actual[key], '%s[%r]' % (what, key), rtol, atol)
+  elif isinstance(expected, list):
+    assert isinstance(actual, list) and len(expected) == len(actual), (
+        '%s: expected %d items, got %r' % (what, len(expected), actual))
+    for i, (e, a) in enumerate(zip(expected, actual)):
+      assert_close(e, a, '%s[%d]' % (what, i), rtol, atol)
+  elif isinstance(expected, (bool, str)) or expected is None:
+    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
+  elif isinstance(expected, int) and isinstance(actual, int):
+    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
+  else:
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)

@@ -10,14 +10,11 @@ Two rounds of two parallel subprocesses:
   2. each side evaluates, predicts and trains K more steps in a copy of the model_dir the OTHER
      side wrote: an original model_dir resumes here (and ours there) with the same results.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import pytest
 
 import reference
@@ -35,35 +32,7 @@ TIMEOUT = 900
 
 
 def _run_round(pythons, tasks, workdir, tag):
-  procs = {}
-  for impl in IMPLS:
-    spec = os.path.join(workdir, '%s_%s_spec.json' % (tag, impl))
-    out = os.path.join(workdir, '%s_%s_out.json' % (tag, impl))
-    log_path = os.path.join(workdir, '%s_%s.log' % (tag, impl))
-    with open(spec, 'w') as f:
-      json.dump(tasks[impl], f)
-    log = open(log_path, 'w')
-    procs[impl] = (subprocess.Popen([pythons[impl], PROGRAM, impl, spec, out], cwd=REPO,
-                                    env=reference.env(impl), stdout=log,
-                                    stderr=subprocess.STDOUT), log, out, log_path)
-  results, failures = {}, []
-  for impl, (proc, log, out, log_path) in procs.items():
-    try:
-      rc = proc.wait(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      rc = 'timeout'
-    log.close()
-    if rc != 0:
-      with open(log_path) as f:
-        failures.append('canned_program.py %s (%s) failed (%s):\n%s' %
-                        (impl, tag, rc, f.read()[-6000:]))
-      continue
-    with open(out) as f:
-      results[impl] = json.load(f)
-  if failures:
-    raise reference.Unavailable('\n\n'.join(failures))
-  return results
+  return reference.run_both(pythons, PROGRAM, tasks, workdir, tag, TIMEOUT)
 
 
 def _run_all():
@@ -99,24 +68,7 @@ def runs():
 
 
 def assert_close(expected, actual, what):
-  """Same structure and keys; strings and ints equal; floats to tolerance."""
-  if isinstance(expected, dict):
-    assert isinstance(actual, dict), '%s: expected a dict, got %r' % (what, actual)
-    assert sorted(expected) == sorted(actual), '%s: keys differ: %s vs %s' % (
-        what, sorted(expected), sorted(actual))
-    for key in expected:
-      assert_close(expected[key], actual[key], '%s[%r]' % (what, key))
-  elif isinstance(expected, list):
-    assert isinstance(actual, list) and len(actual) == len(expected), \
-        '%s: expected %r, got %r' % (what, expected, actual)
-    for i, (e, a) in enumerate(zip(expected, actual)):
-      assert_close(e, a, '%s[%d]' % (what, i))
-  elif isinstance(expected, (bool, str)) or expected is None:
-    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
-  elif isinstance(expected, int) and isinstance(actual, int):
-    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
-  else:
-    np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL, err_msg=what)
+  reference.assert_close(expected, actual, what, RTOL, ATOL)
 
 
 def _write(results, impl, model):

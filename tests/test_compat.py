@@ -222,22 +222,7 @@ def _action(report, action, index=0):
 
 
 def assert_close(expected, actual, what, rtol=RTOL, atol=ATOL):
-  """Same structure and keys; numbers to tolerance, ints, strings and bools exactly."""
-  if isinstance(expected, dict):
-    assert isinstance(actual, dict), '%s: expected a dict, got %r' % (what, actual)
-    assert sorted(expected) == sorted(actual), '%s: keys differ: %s vs %s' % (
-        what, sorted(expected), sorted(actual))
-    for key in expected:
-      assert_close(expected[key], actual[key], '%s[%r]' % (what, key), rtol, atol)
-  elif isinstance(expected, list):
-    assert isinstance(actual, list) and len(expected) == len(actual), (
-        '%s: expected %d items, got %r' % (what, len(expected), actual))
-    for i, (e, a) in enumerate(zip(expected, actual)):
-      assert_close(e, a, '%s[%d]' % (what, i), rtol, atol)
-  elif isinstance(expected, (bool, str)) or expected is None:
-    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
-  else:
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
+  reference.assert_close(expected, actual, what, rtol, atol)
 
 
 # ---------------------------------------------------------------------------------------------

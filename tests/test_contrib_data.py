@@ -1,5 +1,4 @@
 """tf.contrib.data: each transformation yields what its tf.data equivalent yields."""
-import numpy as np
 import pytest
 import tensorflow as tf
 

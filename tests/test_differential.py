@@ -10,10 +10,8 @@ Two rounds of two subprocesses (original and ours run in parallel in each round)
 A broken reference venv FAILS the tests: the comparison is the point. Only a machine that cannot
 have one (no Python 3.9-3.11) skips them, with one reason (tests/reference.py).
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -35,44 +33,10 @@ TIMEOUT = 600
 
 
 _Failure = reference.Unavailable
-_env = reference.env
 
 
 def _reference_python():
   return reference.python('The differential tests')
-
-
-def _run_parallel(pythons, specs, workdir, tag):
-  """Runs program.py once per implementation (in parallel) on its list of tasks."""
-  procs = {}
-  for impl in IMPLS:
-    spec_path = os.path.join(workdir, '%s_%s_spec.json' % (tag, impl))
-    out_path = os.path.join(workdir, '%s_%s_out.json' % (tag, impl))
-    log_path = os.path.join(workdir, '%s_%s.log' % (tag, impl))
-    with open(spec_path, 'w') as f:
-      json.dump(specs[impl], f)
-    log = open(log_path, 'w')
-    procs[impl] = (subprocess.Popen([pythons[impl], PROGRAM, impl, spec_path, out_path],
-                                    cwd=REPO, env=_env(impl), stdout=log,
-                                    stderr=subprocess.STDOUT), log, out_path, log_path)
-  results, failures = {}, []
-  for impl, (proc, log, out_path, log_path) in procs.items():
-    try:
-      rc = proc.wait(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      rc = 'timeout'
-    log.close()
-    if rc != 0:
-      with open(log_path) as f:
-        tail = f.read()[-6000:]
-      failures.append('program.py %s (round %s) failed (%s):\n%s' % (impl, tag, rc, tail))
-      continue
-    with open(out_path) as f:
-      results[impl] = json.load(f)
-  if failures:
-    raise _Failure('\n\n'.join(failures))
-  return results
 
 
 def _run_all():
@@ -98,7 +62,7 @@ def _run_rounds(pythons, workdir):
       tasks.append({'task': 'write', 'model': m, 'dir': d(impl, 'full_' + m),
                     'steps': N_STEPS + K_STEPS})
     round1[impl] = tasks
-  out1 = _run_parallel(pythons, round1, workdir, 'round1')
+  out1 = reference.run_both(pythons, PROGRAM, round1, workdir, 'round1', TIMEOUT)
 
   round2 = {}
   for impl in IMPLS:
@@ -109,7 +73,7 @@ def _run_rounds(pythons, workdir):
       shutil.copytree(d(other, 'src_' + m), target)
       tasks.append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
     round2[impl] = tasks
-  out2 = _run_parallel(pythons, round2, workdir, 'round2')
+  out2 = reference.run_both(pythons, PROGRAM, round2, workdir, 'round2', TIMEOUT)
 
   results = {}
   for impl in IMPLS:
@@ -141,25 +105,7 @@ def _checked(runs):
 
 # ---------------------------------------------------------------------------------------------
 def assert_close(expected, actual, what):
-  """Recursively compares JSON results: same structure and keys, numbers to tolerance."""
-  if isinstance(expected, dict):
-    assert isinstance(actual, dict), '%s: expected a dict, got %r' % (what, actual)
-    assert sorted(expected) == sorted(actual), '%s: keys differ: expected %s, got %s' % (
-        what, sorted(expected), sorted(actual))
-    for key in expected:
-      assert_close(expected[key], actual[key], '%s[%r]' % (what, key))
-  elif isinstance(expected, list):
-    assert isinstance(actual, list), '%s: expected a list, got %r' % (what, actual)
-    assert len(expected) == len(actual), '%s: lengths differ: expected %d, got %d' % (
-        what, len(expected), len(actual))
-    for i, (e, a) in enumerate(zip(expected, actual)):
-      assert_close(e, a, '%s[%d]' % (what, i))
-  elif isinstance(expected, bool) or isinstance(expected, str) or expected is None:
-    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
-  elif isinstance(expected, int) and isinstance(actual, int):
-    assert expected == actual, '%s: expected %r, got %r' % (what, expected, actual)
-  else:
-    np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL, err_msg=what)
+  reference.assert_close(expected, actual, what, RTOL, ATOL)
 
 
 def _scenario(results, impl, model):

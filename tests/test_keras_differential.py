@@ -11,10 +11,8 @@ Dropout draws different masks on the two sides, so the Conv+BN+Dropout model's t
 are compared only through the cross-implementation rounds (evaluation has no dropout).
 A broken reference venv fails these tests; a machine that cannot have one skips them.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -35,34 +33,7 @@ TIMEOUT = 600
 
 def _round(pythons, tasks, workdir, tag):
   """keras_program.py once per implementation, both at once; their outputs' results."""
-  running = {}
-  for impl in IMPLS:
-    spec, out, log = (os.path.join(workdir, '%s_%s.%s' % (tag, impl, ext))
-                      for ext in ('spec.json', 'out.json', 'log'))
-    with open(spec, 'w') as f:
-      json.dump(tasks[impl], f)
-    log_file = open(log, 'w')
-    proc = subprocess.Popen([pythons[impl], PROGRAM, impl, spec, out], cwd=REPO,
-                            env=reference.env(impl), stdout=log_file, stderr=subprocess.STDOUT)
-    running[impl] = (proc, log_file, out, log)
-  outputs, failures = {}, []
-  for impl, (proc, log_file, out, log) in running.items():
-    try:
-      code = proc.wait(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      code = 'timeout'
-    log_file.close()
-    if code != 0:
-      with open(log) as f:
-        failures.append('keras_program.py %s, %s, failed (%s):\n%s' % (impl, tag, code,
-                                                                       f.read()[-6000:]))
-      continue
-    with open(out) as f:
-      outputs[impl] = json.load(f)
-  if failures:
-    raise reference.Unavailable('\n\n'.join(failures))
-  return outputs
+  return reference.run_both(pythons, PROGRAM, tasks, workdir, tag, TIMEOUT)
 
 
 def _run(workdir):
