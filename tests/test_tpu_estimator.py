@@ -180,6 +180,35 @@ def test_host_call_writes_tf1_and_tf2_summaries_every_step(tmp_path, shards):
   assert all(np.isfinite(v) for v in tf2.values())
 
 
+def _global_step_read_after_minimize(features, labels, mode, params):
+  """The TPUEstimator docs' host_call pattern: `tf.reshape(global_step, [1])` built after
+  `minimize`, which on a TPU reads the step the update was computed at."""
+  del params
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=h._logits(features)))
+  step = v1.train.get_or_create_global_step()
+  train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.1)).minimize(loss, step)
+
+  def host_fn(global_step, host_loss):
+    tf.summary.scalar('host_loss', tf.reduce_mean(host_loss), step=global_step[0])
+
+  return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=(
+      host_fn, [tf.reshape(step, [1]), tf.reshape(loss, [1])]))
+
+
+def test_host_call_global_step_read_after_minimize_is_the_step_before_the_update(tmp_path):
+  """Unordered, the read raced with the increment and some summaries landed a step late
+  (about one run in six of 30 steps); every run must give each step exactly once."""
+  x, y = h.make_data(64)
+  for run in range(3):
+    model_dir = tmp_path / str(run)
+    est = te.TPUEstimator(_global_step_read_after_minimize, config=te.RunConfig(
+        model_dir=str(model_dir), tpu_config=te.TPUConfig(iterations_per_loop=5, num_shards=2)),
+        train_batch_size=8)
+    est.train(h.dataset_input_fn(x, y), steps=30)
+    assert sorted(_scalars(str(model_dir), 'host_loss')) == list(range(30))
+
+
 def test_host_call_every_n_steps(tmp_path):
   x, y = h.make_data(64)
   est = te.TPUEstimator(

@@ -165,7 +165,9 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     return loss, host_tensors
 
   def run_step(values):
+    start = len(captured.get('step_ops', ()))
     outs = _recording(captured, lambda: _run_replicas(plan, replica_step, values))
+    _global_step_reads_first(captured['step_ops'][start:], global_step)
     loss = tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
     host_call = captured['spec'].host_call
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
@@ -207,6 +209,43 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
   extras = {'iterations': iterations, 'steps_run': steps_run, 'global_step': step_after}
   return Built({'loss': loss}, [], scaffold, spec_hooks, [], extras)
+
+
+_STEP_UPDATES = frozenset(['AssignAddVariableOp', 'AssignSubVariableOp', 'AssignVariableOp'])
+
+
+def _global_step_reads_first(ops, global_step):
+  """Reads of the global step that `model_fn` made in one step of the device loop (e.g.
+  `tf.reshape(global_step, [1])` for host_call, written after `minimize`) see the value before
+  that step's update, as on a TPU, where a step reads its variables before it writes them.
+
+  A loop body built in a TF1 graph has no automatic control dependencies, so such a read and
+  the optimizer's increment were unordered: host_call summaries sometimes landed one step
+  late.  Every read in `ops` that does not itself depend on the update is made a control input
+  of it."""
+  values = getattr(global_step, 'values', None) or (global_step,)
+  graph = ops[0].graph if ops else None
+  outer = {v.handle.name for v in values}
+  inner = set(outer)
+  for external, internal in getattr(graph, 'captures', ()):
+    if external.name in outer:
+      inner.add(internal.name)
+  on_step = lambda op: op.inputs and op.inputs[0].name in inner
+  reads = [op for op in ops if op.type == 'ReadVariableOp' and on_step(op)]
+  updates = [op for op in ops if op.type in _STEP_UPDATES and on_step(op)]
+  if not reads or not updates:
+    return
+  after, stack = set(), list(updates)  # the ops that run after an update
+  while stack:
+    op = stack.pop()
+    if op.name in after:
+      continue
+    after.add(op.name)
+    stack.extend(c for t in op.outputs for c in t.consumers())
+    stack.extend(op._control_outputs)  # pylint: disable=protected-access
+  before = [op for op in reads if op.name not in after]
+  for update in updates:
+    update._add_control_inputs(before)  # pylint: disable=protected-access
 
 
 def _recording(captured, fn):
