@@ -24,11 +24,13 @@ import tensorflow as tf  # pylint: disable=wrong-import-position
 IMPL = sys.argv[1]
 if IMPL == 'orig':
   E = tf.estimator
+  E1 = tf.compat.v1.estimator
   EXPORT = tf.estimator.export
   RUN_CONFIG = tf.estimator.RunConfig
 else:
   import tpu_estimator  # pylint: disable=import-error
   from tpu_estimator import canned as E  # pylint: disable=import-error
+  from tpu_estimator.canned import v1 as E1  # pylint: disable=import-error
   EXPORT = tpu_estimator.export
   RUN_CONFIG = tpu_estimator.EstimatorRunConfig
 
@@ -106,6 +108,16 @@ def build(model, model_dir):
     head = E.MultiHead([E.BinaryClassHead(name='income', label_vocabulary=vocab),
                         E.PoissonRegressionHead(name='count')], head_weights=[1., 0.5])
     return E.DNNEstimator(head, [6], deep, model_dir=model_dir, config=config)
+  # The TF1-semantics classes (summed loss, tf.compat.v1.train optimizers, partitioners).
+  if model == 'v1_dnn_classifier':
+    return E1.DNNClassifier([8, 4], deep, model_dir=model_dir, weight_column='weight',
+                            label_vocabulary=vocab, config=config)
+  if model == 'v1_linear_regressor':
+    return E1.LinearRegressor(wide, model_dir=model_dir, weight_column='weight', config=config)
+  if model == 'v1_wide_deep_classifier':
+    return E1.DNNLinearCombinedClassifier(
+        model_dir=model_dir, linear_feature_columns=wide, dnn_feature_columns=deep,
+        dnn_hidden_units=[8, 4], label_vocabulary=vocab, config=config)
   raise ValueError(model)
 
 

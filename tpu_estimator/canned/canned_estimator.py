@@ -54,7 +54,7 @@ def check_features(features):
   return features
 
 
-def _model_fn(head, parts):
+def _model_fn(head, parts, trainer):
   def model_fn(features, labels, mode, config):
     del config
     logits, update_ops, owned = [], [], []
@@ -71,33 +71,48 @@ def _model_fn(head, parts):
       return head.create_estimator_spec(features, mode, total, labels)
 
     def train_op_fn(loss):
-      ops = []
-      for index, (part, variables) in enumerate(zip(parts, owned)):
-        optimizer = optimizers.get_optimizer(part.optimizer, part.learning_rate,
-                                             argument=part.argument)
-        ops.append(optimizers.minimize(optimizer, loss, variables,
-                                       _v1.train.get_or_create_global_step(),
-                                       increment_global_step=index == 0,
-                                       scope=head.optimizer_scope))
-      return tf.group(*ops)
+      return trainer.train_op(parts, owned, loss, head)
 
     return head.create_estimator_spec(features, mode, total, labels, train_op_fn=train_op_fn,
                                       update_ops=update_ops)
   return model_fn
 
 
+class Trainer(object):
+  """How the parts' optimizers are made and applied: `tf.estimator` semantics (Keras
+  optimizers, the first part's counting the global step).  `v1.V1Trainer` has the
+  `tf.compat.v1.estimator` ones."""
+
+  def check(self, part):
+    """Fails at construction on a bad optimizer (a callable is called in each graph)."""
+    if not callable(part.optimizer):
+      optimizers.get_optimizer(part.optimizer, part.learning_rate, argument=part.argument)
+
+  def train_op(self, parts, owned, loss, head):
+    """The op training each part's `owned` variables for `loss`."""
+    ops = []
+    for index, (part, variables) in enumerate(zip(parts, owned)):
+      optimizer = optimizers.get_optimizer(part.optimizer, part.learning_rate,
+                                           argument=part.argument)
+      ops.append(optimizers.minimize(optimizer, loss, variables,
+                                     _v1.train.get_or_create_global_step(),
+                                     increment_global_step=index == 0,
+                                     scope=head.optimizer_scope))
+    return tf.group(*ops)
+
+
 class CannedEstimator(Estimator):
   """An `Estimator` made of a head and logits-making parts (see the module docstring)."""
 
-  def __init__(self, head, parts, model_dir=None, config=None, warm_start_from=None):
+  def __init__(self, head, parts, model_dir=None, config=None, warm_start_from=None,
+               trainer=None):
     if not isinstance(head, head_base.Head):
       raise errors.type_error('head must be a tpu_estimator canned Head.', head=head)
+    trainer = trainer or Trainer()
     for part in parts:  # a bad optimizer fails here, not at the first train call
-      if not callable(part.optimizer):  # (a callable is called in each graph)
-        optimizers.get_optimizer(part.optimizer, part.learning_rate,
-                                 argument=part.argument)
+      trainer.check(part)
     self._head = head
-    super().__init__(model_fn=_model_fn(head, list(parts)), model_dir=model_dir, config=config,
-                     warm_start_from=warm_start_from)
+    super().__init__(model_fn=_model_fn(head, list(parts), trainer), model_dir=model_dir,
+                     config=config, warm_start_from=warm_start_from)
 
   head = property(lambda self: self._head)

@@ -75,8 +75,10 @@ def check_dropout(dropout, name='dropout'):
 
 
 def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_, optimizer,
-             argument='optimizer', learning_rate=LEARNING_RATE):
-  """The network as a `canned_estimator.Part` (scope `dnn`)."""
+             argument='optimizer', learning_rate=LEARNING_RATE, partitioner=None,
+             input_layer_partitioner=None):
+  """The network as a `canned_estimator.Part` (scope `dnn`).  The partitioners (the v1
+  estimators') split the variables of `dnn` and of its input layer."""
   feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
   hidden_units = check_hidden_units(hidden_units)
   dropout = check_dropout(dropout)
@@ -87,8 +89,9 @@ def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_,
     training = mode == ModeKeys.TRAIN
     update_ops = []
     features = canned_estimator.check_features(features)
-    with _v1.variable_scope('dnn'):
-      with _v1.variable_scope('input_from_feature_columns'):
+    with _v1.variable_scope('dnn', partitioner=partitioner):
+      with _v1.variable_scope('input_from_feature_columns',
+                              partitioner=input_layer_partitioner):
         net = _v1.feature_column.input_layer(features, feature_columns)
       for index, units in enumerate(hidden_units):
         with _v1.variable_scope('hiddenlayer_%d' % index) as scope:

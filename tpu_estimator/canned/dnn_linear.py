@@ -22,8 +22,9 @@ LINEAR_LEARNING_RATE_CEILING = 0.005
 
 def combined_parts(linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
                    dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm,
-                   linear_sparse_combiner):
-  """The DNN part (first: it owns the global step) and the linear part, those configured."""
+                   linear_sparse_combiner, dnn_partitioner=None, input_layer_partitioner=None):
+  """The DNN part (first: it owns the global step) and the linear part, those configured
+  (the partitioners are the v1 estimators')."""
   if not linear_feature_columns and not dnn_feature_columns:
     raise errors.value_error(
         'Either linear_feature_columns or dnn_feature_columns must be defined.',
@@ -34,11 +35,14 @@ def combined_parts(linear_feature_columns, linear_optimizer, dnn_feature_columns
       raise errors.value_error('dnn_hidden_units must be defined when dnn_feature_columns is '
                                'specified.', dnn_hidden_units=dnn_hidden_units)
     parts.append(dnn.dnn_part(dnn_feature_columns, dnn_hidden_units, dnn_activation_fn,
-                              dnn_dropout, batch_norm, dnn_optimizer, argument='dnn_optimizer'))
+                              dnn_dropout, batch_norm, dnn_optimizer, argument='dnn_optimizer',
+                              partitioner=dnn_partitioner,
+                              input_layer_partitioner=input_layer_partitioner))
   if linear_feature_columns:
     parts.append(linear.linear_part(linear_feature_columns, linear_optimizer,
                                     linear_sparse_combiner, argument='linear_optimizer',
-                                    rate_ceiling=LINEAR_LEARNING_RATE_CEILING))
+                                    rate_ceiling=LINEAR_LEARNING_RATE_CEILING,
+                                    partitioner=input_layer_partitioner))
   return parts
 
 

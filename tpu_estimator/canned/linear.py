@@ -25,8 +25,9 @@ def learning_rate(feature_columns, ceiling=0.2):
 
 
 def linear_part(feature_columns, optimizer, sparse_combiner='sum', argument='optimizer',
-                rate_ceiling=0.2):
-  """The linear model as a `canned_estimator.Part` (scope `linear`)."""
+                rate_ceiling=0.2, partitioner=None):
+  """The linear model as a `canned_estimator.Part` (scope `linear`; `partitioner`, the v1
+  estimators', splits its variables)."""
   feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
   if sparse_combiner not in _SPARSE_COMBINERS:
     raise errors.value_error('sparse_combiner must be one of %s.' % (_SPARSE_COMBINERS,),
@@ -35,7 +36,7 @@ def linear_part(feature_columns, optimizer, sparse_combiner='sum', argument='opt
   def build(features, mode, logits_dimension):
     del mode
     features = canned_estimator.check_features(features)
-    with _v1.variable_scope('linear'):
+    with _v1.variable_scope('linear', partitioner=partitioner):
       logits = _v1.feature_column.linear_model(features, feature_columns,
                                                units=logits_dimension,
                                                sparse_combiner=sparse_combiner)

@@ -15,6 +15,7 @@ import types
 
 import tpu_estimator as _te
 from tpu_estimator import canned as _canned
+from tpu_estimator.canned import v1 as _canned_v1
 from tpu_estimator import export as _export
 from tpu_estimator.compat import tf_modules
 
@@ -49,11 +50,11 @@ EARLY_STOPPING_NAMES = ('make_early_stopping_hook', 'read_eval_metrics', 'stop_i
 TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
              'TPUEstimatorSpec', 'ExportSavedModelApiVersion')
 
-_CANNED = ('tpu_estimator provides the tf.estimator (v2) canned estimators and heads '
-           '(tf.estimator.DNNClassifier, LinearClassifier, DNNLinearCombined*, Baseline*, '
-           'BinaryClassHead, ...; tpu_estimator.canned), not the TF1-semantics '
-           'tf.compat.v1.estimator ones (loss summed, tf.compat.v1.train optimizers) nor '
-           'BoostedTrees/KMeans/RNN: use tf.estimator.<name>, or write a model_fn')
+_CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinearCombined* '
+           'and Baseline* (tf.estimator and the TF1-semantics tf.compat.v1.estimator ones) and '
+           'the tf.estimator heads (BinaryClassHead, ...; tpu_estimator.canned), not '
+           'BoostedTrees/KMeans/RNN nor the v1 *Estimator classes taking a tf.contrib head: '
+           'write a model_fn, or use tf.estimator.<name> with a tf.estimator head')
 _MISSING_HINTS = {
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
     'add_metrics': "return the metrics from model_fn (EstimatorSpec.eval_metric_ops or "
@@ -237,10 +238,13 @@ def build():
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
-    # Canned: the v2 estimators in tf.estimator; heads and parse specs in both.
+    # Canned: the v2 estimators in tf.estimator, the TF1-semantics ones in
+    # tf.compat.v1.estimator; heads and parse specs in both.
     canned_names = _canned.V2_NAMES if not with_inputs else \
         tuple(n for n in _canned.V2_NAMES if n not in _canned.ESTIMATOR_NAMES)
     subs.update(pick(canned_names, lambda n: getattr(_canned, n)))
+    if with_inputs:
+      subs.update({n: getattr(_canned_v1, n) for n in _canned_v1.NAMES})
     return ns(name, qualname, dict(estimator, **subs))
 
   v1 = estimator_tree('tensorflow.compat.v1.estimator', 'tf.compat.v1.estimator', True)
@@ -325,10 +329,12 @@ def legacy_modules(base, estimator, export, tpu):
 
 
 def _canned_v2(*names):
-  """`{name: ours, nameV2: ours}`: the original's canned modules held the TF1-semantics
-  class under the plain name and the tf.estimator one under `...V2`; only the latter is
-  provided, so the plain name is left to the namespace's "not provided" hint."""
-  return {name + 'V2': getattr(_canned, name) for name in names}
+  """`{name: v1 class, nameV2: v2 class}`: the original's canned modules held the
+  TF1-semantics class under the plain name and the tf.estimator one under `...V2` (the
+  `*Estimator` classes, which took a tf.contrib head in v1, only under `...V2`)."""
+  values = {name + 'V2': getattr(_canned, name) for name in names}
+  values.update({name: getattr(_canned_v1, name) for name in names if name in _canned_v1.NAMES})
+  return values
 
 
 def canned_modules(base):
