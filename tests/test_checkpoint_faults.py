@@ -305,3 +305,33 @@ def test_forced_second_trainer_never_moves_the_state_back(tmp_path, monkeypatch)
     est.train(h.dataset_input_fn(X, Y), steps=3, hooks=[OtherTrainerAhead()])
   assert os.path.exists(str(tmp_path / 'model.ckpt-5.index'))  # its checkpoints are written
   assert _state(tmp_path).model_checkpoint_path == str(tmp_path / 'model.ckpt-60')
+
+
+def _partitioned_model_fn(features, labels, mode):
+  """A kernel in 2 partitions trained by Adagrad, inside the kernel's variable scope as the
+  original's canned estimators did: each part's slot is saved under a key with the whole
+  kernel's shape that holds only that part (`kernel/t_0/Adagrad`, `kernel/t_1/Adagrad`)."""
+  v1 = tf.compat.v1
+  with v1.variable_scope('dnn', partitioner=v1.fixed_size_partitioner(2)):
+    kernel = v1.get_variable('kernel', [h.NUM_FEATURES, h.NUM_CLASSES])
+  logits = tf.matmul(features['x'], kernel)
+  if mode == te.ModeKeys.PREDICT:
+    return te.EstimatorSpec(mode, predictions={'logits': logits})
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                       logits=logits))
+  with v1.variable_scope('dnn'):
+    train_op = v1.train.AdagradOptimizer(0.1).minimize(loss, v1.train.get_global_step())
+  return te.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_partitioned_variables_slots_are_not_taken_for_damage(tmp_path):
+  est = te.Estimator(_partitioned_model_fn, model_dir=str(tmp_path))
+  est.train(h.dataset_input_fn(X, Y, batch_size=16), steps=3)
+  latest = est.latest_checkpoint()
+  assert 'dnn/kernel/t_1/Adagrad' in est.get_variable_names()
+  assert checkpoint_state.problem(latest) is None
+  assert checkpoint_state.problem(latest, read_tensors=True) is None
+  est.train(h.dataset_input_fn(X, Y, batch_size=16), steps=2)  # resumes, not "truncated"
+  assert est.get_variable_value('global_step') == 5
+  assert 'loss' in est.evaluate(h.dataset_input_fn(X, Y, batch_size=16, repeat=False))
+  assert len(list(est.predict(h.dataset_input_fn(X, Y, batch_size=16, repeat=False)))) == 96

@@ -99,15 +99,50 @@ def problem(prefix, read_tensors=False):
   except tf.errors.NotFoundError:
     return 'its data files are gone'  # deleted meanwhile (a trainer rotating checkpoints)
   if have < need:
-    return 'its data files hold %d bytes, fewer than the %d its tensors need (truncated)' % (
-        have, need)
-  if read_tensors:
-    try:
-      for name in shapes:
-        reader.get_tensor(name)
-    except (tf.errors.OpError, IndexError, ValueError) as e:
-      return 'reading tensor %r failed (%s)' % (name, str(e).splitlines()[0][:200])
+    # The estimate counts each key's full shape; the slot of one part of a partitioned
+    # variable (`.../part_1/Ftrl`, `.../t_1/Adagrad`) is stored under a key with the whole
+    # variable's shape but holds only its slice.  So a short count is only damage when a
+    # tensor fails to read (once per checkpoint: the verdict is kept).
+    failed = _unreadable(prefix, reader, shapes)
+    if failed:
+      return 'its data files hold %d bytes, fewer than the %d its tensors need (truncated; %s)' % (
+          have, need, failed)
+  elif read_tensors:
+    return _unreadable(prefix, reader, shapes)
   return None
+
+
+_verdicts = {}  # the checkpoint's files with their sizes and mtimes -> what _unreadable found
+
+
+def _unreadable(prefix, reader, names):
+  """None when every tensor of the checkpoint reads (CRCs checked), else which one failed.
+  Keys holding a single slice of a partitioned variable cannot be read whole and are
+  skipped."""
+  key = None
+  if '://' not in prefix:  # local files: their identity (tf.io.gfile's mtime is in seconds)
+    files = [prefix + '.index'] + sorted(glob.glob(glob.escape(prefix) + '.data-*'))
+    try:
+      key = tuple((f, st.st_ino, st.st_size, st.st_mtime_ns) for f, st in
+                  ((f, os.stat(f)) for f in files))
+    except OSError:
+      key = None
+  if key is None or key not in _verdicts:
+    verdict = None
+    for name in names:
+      try:
+        reader.get_tensor(name)
+      except ValueError as e:
+        if 'sufficient slices' not in str(e):
+          verdict = 'reading tensor %r failed (%s)' % (name, str(e).splitlines()[0][:200])
+          break
+      except (tf.errors.OpError, IndexError) as e:
+        verdict = 'reading tensor %r failed (%s)' % (name, str(e).splitlines()[0][:200])
+        break
+    if key is None:
+      return verdict
+    _verdicts[key] = verdict
+  return _verdicts[key]
 
 
 def candidates(model_dir):
