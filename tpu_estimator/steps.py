@@ -127,13 +127,14 @@ def build_train(plan, model_fn, host_input, global_step):
         'Pass TPUEstimator(use_tpu=True) (TPUConfig(num_shards=1) for one device), or '
         'gradient_accumulation_steps=1.',
         gradient_accumulation_steps=accumulation.steps_of(plan.config), use_tpu=False)
-  # As in the device loop: the global-step read TensorFlow's hooks fetch as "the step before
-  # this run" must happen before the step, so model_fn (its update of the global step
-  # included) is built under a dependency on it.  Unordered, a loaded machine sometimes ran the
-  # read after the increment, and hooks acted one step late.
-  with tf.control_dependencies(_v1.get_collection(training_util.GLOBAL_STEP_READ_KEY)):
-    features, labels = host_input.next_batch()
-    spec = _call(plan, model_fn, features, labels, ModeKeys.TRAIN)
+  features, labels = host_input.next_batch()
+  start = len(_v1.get_default_graph().get_operations())
+  spec = _call(plan, model_fn, features, labels, ModeKeys.TRAIN)
+  # The global-step read TensorFlow's hooks fetch as "the step before this run" must happen
+  # before the step's update (unordered, a loaded machine sometimes ran it after, and hooks
+  # acted one step late); so must model_fn's own reads, as in the device loop.
+  _global_step_reads_first(_v1.get_default_graph().get_operations()[start:], global_step,
+                           _v1.get_collection(training_util.GLOBAL_STEP_READ_KEY))
   spec_hooks = list(spec.training_hooks)
   if isinstance(spec, specs.TPUEstimatorSpec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
@@ -211,29 +212,31 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   return Built({'loss': loss}, [], scaffold, spec_hooks, [], extras)
 
 
-_STEP_UPDATES = frozenset(['AssignAddVariableOp', 'AssignSubVariableOp', 'AssignVariableOp'])
+_STEP_READS = frozenset(['ReadVariableOp', 'Identity'])  # resource and TF1 reference variables
+_STEP_UPDATES = frozenset(['AssignAddVariableOp', 'AssignSubVariableOp', 'AssignVariableOp',
+                           'AssignAdd', 'AssignSub', 'Assign'])
 
 
-def _global_step_reads_first(ops, global_step):
-  """Reads of the global step that `model_fn` made in one step of the device loop (e.g.
+def _global_step_reads_first(ops, global_step, extra_reads=()):
+  """Reads of the global step that `model_fn` made in one training step (e.g.
   `tf.reshape(global_step, [1])` for host_call, written after `minimize`) see the value before
   that step's update, as on a TPU, where a step reads its variables before it writes them.
 
-  A loop body built in a TF1 graph has no automatic control dependencies, so such a read and
-  the optimizer's increment were unordered: host_call summaries sometimes landed one step
-  late.  Every read in `ops` that does not itself depend on the update is made a control input
-  of it."""
+  A TF1 graph (and a loop body built in one) has no automatic control dependencies, so such a
+  read and the optimizer's increment were unordered: host_call summaries sometimes landed one
+  step late.  Every read in `ops` that does not itself depend on the update is made a control input
+  of it, as are `extra_reads` (tensors made before `ops`)."""
   values = getattr(global_step, 'values', None) or (global_step,)
   graph = ops[0].graph if ops else None
-  outer = {v.handle.name for v in values}
+  outer = {v.op.outputs[0].name for v in values}  # the handle, or a TF1 variable's reference
   inner = set(outer)
   for external, internal in getattr(graph, 'captures', ()):
     if external.name in outer:
       inner.add(internal.name)
   on_step = lambda op: op.inputs and op.inputs[0].name in inner
-  reads = [op for op in ops if op.type == 'ReadVariableOp' and on_step(op)]
+  reads = [op for op in ops if op.type in _STEP_READS and on_step(op)]
   updates = [op for op in ops if op.type in _STEP_UPDATES and on_step(op)]
-  if not reads or not updates:
+  if not (reads or extra_reads) or not updates:
     return
   after, stack = set(), list(updates)  # the ops that run after an update
   while stack:
@@ -243,7 +246,7 @@ def _global_step_reads_first(ops, global_step):
     after.add(op.name)
     stack.extend(c for t in op.outputs for c in t.consumers())
     stack.extend(op._control_outputs)  # pylint: disable=protected-access
-  before = [op for op in reads if op.name not in after]
+  before = [op for op in reads if op.name not in after] + [t.op for t in extra_reads]
   for update in updates:
     update._add_control_inputs(before)  # pylint: disable=protected-access
 
