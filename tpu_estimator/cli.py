@@ -70,12 +70,14 @@ def _add_demo(subparsers):
   parser = subparsers.add_parser(
       'demo', help='train, evaluate and predict a small CNN on the digits data set',
       description='Trains a small convolutional network on the scikit-learn digits data set '
-      'with TPUEstimator(use_tpu=True), sharded over --shards logical CPU devices when no TPU '
-      'or GPU is present; evaluates and predicts on a held-out test split and prints a report.')
+      'with TPUEstimator(use_tpu=True), sharded over --shards replicas (GPUs; logical GPUs '
+      'beyond the count of cards; logical CPU devices when there is no GPU); evaluates and '
+      'predicts on a held-out test split and prints a report.')
   parser.add_argument('--steps', type=_positive_int, default=demo.DEFAULT_STEPS,
                       help='training steps (default: %(default)s)')
-  parser.add_argument('--shards', type=_positive_int, default=2,
-                      help='TPUConfig.num_shards (default: %(default)s)')
+  parser.add_argument('--shards', type=_positive_int, default=None,
+                      help='TPUConfig.num_shards (default: every local GPU, or %d logical CPU '
+                      'devices without a GPU)' % demo.CPU_SHARDS)
   parser.add_argument('--model-dir', default=None,
                       help='where checkpoints and summaries go (default: a new temporary '
                       'directory)')
@@ -158,6 +160,9 @@ def _run_program(args):
       print("tpu-estimator run: can't open file %r: no such file" % script, file=sys.stderr)
       return 2
   from tpu_estimator import compat  # pylint: disable=import-outside-toplevel
+  from tpu_estimator import gpus  # pylint: disable=import-outside-toplevel
+  # The program may open its own sessions before it builds an estimator (gpus.py).
+  gpus.grow_memory_unless_configured(None)
   compat.use_legacy_keras()
   compat.install(tf1=args.tf1)
   if args.module is not None:

@@ -5,7 +5,8 @@ The model and input code below is written the way a user of
 `tf.compat.v1.estimator.tpu.TPUEstimator` would write it: an `input_fn` that batches with
 `params['batch_size']`, a `model_fn` built from `tf.compat.v1.get_variable` and `tf.nn` ops that
 returns a `TPUEstimatorSpec` with `eval_metrics` and a `host_call`, and an optimizer wrapped in
-`CrossShardOptimizer`.  Without a TPU the batch is split over `shards` logical CPU devices.
+`CrossShardOptimizer`.  The batch is split over `shards` replicas: by default every local GPU,
+or two logical CPU devices on a machine without one (to show the sharded path there too).
 
     python -m tpu_estimator demo --steps 400 --shards 2
 """
@@ -142,10 +143,20 @@ def model_fn(features, labels, mode, params):
 EXPORT_EXAMPLES = 8
 
 
-def run(steps=DEFAULT_STEPS, shards=2, model_dir=None,
+CPU_SHARDS = 2  # the default without a GPU
+
+
+def default_shards():
+  """Every local GPU, or `CPU_SHARDS` logical CPU devices where there is none."""
+  return len(tf.config.list_physical_devices('GPU')) or CPU_SHARDS
+
+
+def run(steps=DEFAULT_STEPS, shards=None, model_dir=None,
         iterations_per_loop=DEFAULT_ITERATIONS_PER_LOOP, seed=0, out=print):
   """Trains `steps` steps, evaluates and predicts on the test split; reports through `out`
-  (one line per call) and returns the numbers."""
+  (one line per call) and returns the numbers.  `shards=None`: `default_shards()`."""
+  if shards is None:
+    shards = default_shards()
   if model_dir is None:
     model_dir = tempfile.mkdtemp(prefix='tpu_estimator_demo_')
   model_dir = os.path.abspath(os.fspath(model_dir))

@@ -13,6 +13,7 @@ from tpu_estimator import checkpoints
 from tpu_estimator import errors
 from tpu_estimator import export as export_lib
 from tpu_estimator import graph_cache
+from tpu_estimator import gpus
 from tpu_estimator import hooks as hooks_lib
 from tpu_estimator import model_dir_lock
 from tpu_estimator import model_fn as model_fn_lib
@@ -60,6 +61,7 @@ class Estimator:
                                                              config_type.__name__),
                               config=config)
     replication.reject_distribute_config(config)
+    gpus.grow_memory_unless_configured(config.session_config)
     if model_dir is not None:
       model_dir = os.fspath(model_dir)
     if model_dir and config.model_dir and model_dir != config.model_dir:

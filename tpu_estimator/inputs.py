@@ -111,12 +111,13 @@ class HostInput:
   """Iterators on the host and the per-replica inputs drawn from them for one step."""
 
   def __init__(self, results, input_mode, num_replicas, batch_axis=None, rows=None,
-               uneven=False):
+               uneven=False, device=None):
     """`results`: what each `input_fn` call returned (one, or one per replica for
     PER_SHARD_V1).  `rows`: rows expected per dataset element when sharding (None on one
     device).  `uneven`: a short or missing final element is spread over the replicas in order,
     each getting at most its share, some none (evaluation, prediction); otherwise a short
-    element that cannot be split evenly ends the input (training)."""
+    element that cannot be split evenly ends the input (training).  `device`: a GPU the one
+    dataset's elements are prefetched to (see `_on_device`)."""
     self._mode = input_mode
     self._n = num_replicas
     self._batch_axis = batch_axis
@@ -133,7 +134,7 @@ class HostInput:
       for dataset in results:
         if self._must_split_evenly():
           dataset = self._full_batches_only(dataset)
-        self._iterators.append(_v1.data.make_initializable_iterator(dataset))
+        self._iterators.append(_iterator(dataset, device if len(results) == 1 else None))
     elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
       self._tensors = results[0]
     else:
@@ -333,6 +334,27 @@ class HostInput:
           if labels is not None else None
       out.append((f, lab, counts[i]))
     return out
+
+
+def _iterator(dataset, device):
+  """An initializable iterator over `dataset`, on `device` when given and every element can
+  live there.
+
+  On a GPU, an iterator on the host makes every step of a device loop wait for a host read and
+  a copy; prefetched to the GPU (tf.data's `prefetch_to_device`), the next elements are
+  already there and the whole loop runs on the GPU.  Elements holding strings or other host-only
+  types stay on the host."""
+  if device is None or not _device_friendly(dataset.element_spec):
+    return _v1.data.make_initializable_iterator(dataset)
+  with tf.device(device):
+    dataset = dataset.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=2))
+    return _v1.data.make_initializable_iterator(dataset)
+
+
+def _device_friendly(spec):
+  specs = tf.nest.flatten(spec, expand_composites=False)
+  return all(isinstance(s, tf.TensorSpec) and (s.dtype.is_floating or s.dtype.is_integer or
+                                               s.dtype.is_bool) for s in specs)
 
 
 def _with_batch(tensor, axis, size):

@@ -1,8 +1,8 @@
 """Replicas: the one wrapper over `tf.distribute`.
 
-`make_replicas` picks the devices: TPU cores (see below), else every local GPU, else
-`num_shards` logical CPU devices (a session `device_count`), so the sharded path runs on any
-machine.  With one replica no strategy is built at all (it would only add overhead); with more,
+`make_replicas` picks the devices: TPU cores (see below), else the local GPUs (`num_shards`
+of them; more than the machine has are logical GPUs, see gpus.py), else `num_shards` logical CPU
+devices (a session `device_count`), so the sharded path runs on any machine.  With one replica no strategy is built at all (it would only add overhead); with more,
 a `MirroredStrategy` in graph mode mirrors the variables, runs the per-replica function once per
 device (`call_for_each_replica`) and averages gradients: v1 optimizers see the loss scaled by
 1/replicas (the strategy's Estimator loss scaling), so N replicas on a global batch B give the
@@ -12,15 +12,18 @@ TPU: this build has no access to TPU hardware to test on, so it does not drive T
 TPU devices are visible it says so instead of silently using the CPU.
 """
 import contextlib
+import logging
 
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_utils
 
 from tpu_estimator import errors
+from tpu_estimator import gpus as gpus_lib
 from tpu_estimator import keras_naming
 from tpu_estimator import xla as xla_lib
 
 _v1 = tf.compat.v1
+_log = logging.getLogger('tpu_estimator')
 
 
 class Replicas:
@@ -32,13 +35,18 @@ class Replicas:
   worker_index = 0
   master = ''
   xla = False  # set by the training step builder when it compiles the step (xla.py)
+  logical_gpus = None  # logical GPUs per card, when the cards are split (gpus.py)
 
-  def __init__(self, devices, kind):
+  def __init__(self, devices, kind, logical_gpus=None):
     self.devices = tuple(devices)
     self.kind = kind  # 'single', 'cpu', 'gpu' or 'multi_worker'
+    self.logical_gpus = logical_gpus
     self.strategy = None
     if len(self.devices) > 1:
-      self.strategy = tf.distribute.MirroredStrategy(devices=list(self.devices))
+      # NCCL does not reduce between logical GPUs of one card: reduce on one device there.
+      reduce = tf.distribute.ReductionToOneDevice() if logical_gpus else None
+      self.strategy = tf.distribute.MirroredStrategy(devices=list(self.devices),
+                                                     cross_device_ops=reduce)
 
   @property
   def num_replicas(self):
@@ -47,6 +55,10 @@ class Replicas:
   @property
   def on_cpu(self):
     return all('cpu' in device.lower() for device in self.devices)
+
+  @property
+  def on_gpu(self):
+    return all('gpu' in device.lower() for device in self.devices)
 
   @property
   def local_replicas(self):
@@ -63,8 +75,11 @@ class Replicas:
       config.CopyFrom(base)
     else:
       config.allow_soft_placement = True
+    gpus_lib.grow_memory_unless_configured(base)
     if self.kind == 'cpu' and self.num_replicas > 1:
       config.device_count['CPU'] = max(config.device_count.get('CPU', 1), self.num_replicas)
+    if self.logical_gpus:
+      gpus_lib.add_logical_gpus(config, self.logical_gpus)
     if self.xla:
       xla_lib.session_config(config)
     return config
@@ -208,23 +223,39 @@ def make_replicas(num_shards, config=None, multi_worker=False):
         'TPU devices are visible, but this build of tpu_estimator does not drive TPU cores.',
         'Run with use_tpu=False, or on a machine with GPUs or CPUs only.',
         tpu_devices=[d.name for d in _tpu_devices()])
-  gpus = tf.config.list_physical_devices('GPU')
+  gpus = _physical_gpus()
   if gpus:
     count = len(gpus) if num_shards is None else num_shards
+    logical = None
     if count > len(gpus):
-      raise errors.value_error(
-          'TPUConfig.num_shards asks for more GPUs than this machine has (%d found).' % len(gpus),
-          'Set num_shards <= %d or None (all GPUs).' % len(gpus), num_shards=num_shards)
-    return Replicas(['/gpu:%d' % i for i in range(count)], 'gpu')
+      logical = gpus_lib.split(count, len(gpus))
+      if (count, len(gpus)) not in _SPLITS_LOGGED:
+        _SPLITS_LOGGED.add((count, len(gpus)))
+        _log.warning('TPUConfig(num_shards=%d) on %d GPU(s): splitting them into %d logical GPUs '
+                     '(%s per card). Replicas share a card: this is for testing sharded code, '
+                     'not faster than num_shards=%d.', count, len(gpus), count,
+                     '/'.join(map(str, logical)), len(gpus))
+    return Replicas(['/gpu:%d' % i for i in range(count)], 'gpu', logical)
   count = num_shards or 1
   if count == 1:
     return Replicas(['/cpu:0'], 'single')
   return Replicas(['/cpu:%d' % i for i in range(count)], 'cpu')
 
 
+_SPLITS_LOGGED = set()
+
+
+def _physical_gpus():
+  try:
+    return tf.config.list_physical_devices('GPU')
+  except (RuntimeError, ValueError):
+    return []
+
+
 def single_device():
-  """One replica, no strategy: `use_tpu=False` and the plain Estimator."""
-  return Replicas(['/cpu:0'], 'single')
+  """One replica, no strategy: `use_tpu=False` and the plain Estimator.  Nothing is pinned to
+  it: TensorFlow places the ops (on the first GPU, where there is one)."""
+  return Replicas(['/gpu:0' if _physical_gpus() else '/cpu:0'], 'single')
 
 
 def reject_distribute_config(config):

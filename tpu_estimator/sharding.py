@@ -197,4 +197,14 @@ class Sharded(OneDevice):
     if not sharded:
       return inputs.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
     return inputs.HostInput(results, input_mode, replicas.local_replicas, self.batch_axis,
-                            rows=input_batch, uneven=mode != ModeKeys.TRAIN)
+                            rows=input_batch, uneven=mode != ModeKeys.TRAIN,
+                            device=_input_device(mode, replicas))
+
+
+def _input_device(mode, replicas):
+  """Where a training device loop's input is prefetched to: its one GPU, if it has exactly
+  one (with several, the host batch is split first; evaluation and prediction read optionals,
+  which stay on the host)."""
+  if mode == ModeKeys.TRAIN and replicas.num_replicas == 1 and replicas.on_gpu:
+    return replicas.devices[0]
+  return None
