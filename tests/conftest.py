@@ -2,4 +2,11 @@ import os
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# On a GPU machine: test processes (and their children) share the card, each growing its memory
+# as needed rather than reserving it all (what the library does too, see tpu_estimator/gpus.py;
+# some tests open sessions before any estimator exists).
+os.environ.setdefault('TF_FORCE_GPU_ALLOW_GROWTH', 'true')
+# Tests compare results with numpy formulas and between runs at float32 precision: on Ampere and
+# newer GPUs TensorFlow multiplies float32 matrices in TF32 (10-bit mantissa) unless told not to.
+os.environ.setdefault('NVIDIA_TF32_OVERRIDE', '0')
 sys.path.insert(0, os.path.dirname(__file__))

@@ -45,8 +45,8 @@ def env(impl):
   result['TF_CPP_MIN_LOG_LEVEL'] = '2'
   for name in ('TF_CONFIG', 'PYTHONPATH', 'TF_USE_LEGACY_KERAS'):
     result.pop(name, None)
-  if impl == 'ours':
-    result['PYTHONPATH'] = REPO
+  if impl == 'ours':  # this repo first, then whatever the test run itself had on its path
+    result['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, os.environ.get('PYTHONPATH')) if p)
   return result
 
 

@@ -55,9 +55,9 @@ def test_saved_model_cli_runs_export(trained, tmp_path):
   est, root, x, _ = trained
   path = est.export_saved_model(str(tmp_path / 'cli'), _raw_receiver()).decode()
   np.save(tmp_path / 'x.npy', x[:3])
-  cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
+  # TensorFlow's own command, as its `saved_model_cli` script runs it.
   result = subprocess.run(
-      [cli, 'run', '--dir', path, '--tag_set', 'serve', '--signature_def', 'serving_default',
+      [sys.executable, '-m', 'tensorflow.python.tools.saved_model_cli', 'run', '--dir', path, '--tag_set', 'serve', '--signature_def', 'serving_default',
        '--inputs', 'x=%s' % (tmp_path / 'x.npy')], capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert result.returncode == 0, result.stderr[-2000:]

@@ -210,7 +210,8 @@ def test_batch_last_images_keep_static_shapes_in_sharded_eval_and_predict(tmp_pa
   predictions = list(est.predict(_image_input_fn(images, labels, transpose=not v2,
                                                  drop_remainder=v2), checkpoint_path=checkpoint))
   assert len(predictions) == 20
-  np.testing.assert_allclose(np.stack([p['logits'] for p in predictions]), logits, rtol=1e-5)
+  np.testing.assert_allclose(np.stack([p['logits'] for p in predictions]), logits, rtol=1e-5,
+                             atol=1e-7)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,9 +64,12 @@ def test_compiled_step_equals_uncompiled(tmp_path, optimizer, shards):
   got, want = _values(compiled), _values(plain)
   assert sorted(got) == sorted(want)  # same checkpoint: same names, shapes, dtypes
   assert got['global_step'] == want['global_step'] == 5
+  # On a GPU, XLA's fused kernels sum in another order than TensorFlow's (measured on an H100
+  # after 5 steps: 2e-4 relative, 9e-6 absolute at most); on CPU they agree to 1e-5.
+  rtol, atol = (1e-3, 1e-5) if tf.config.list_physical_devices('GPU') else (1e-5, 1e-6)
   for name in want:
     assert got[name].dtype == want[name].dtype, name
-    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
   # Training moved the weights, so equality says something.
   assert not np.allclose(want['dense/kernel'],
                          _values(_train(tmp_path / 'one', model_fn, False, shards, 1)[0])[
