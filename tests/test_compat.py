@@ -480,7 +480,7 @@ def test_run_tf1_module_gives_the_tf1_api_and_fails_on_uncaught_exceptions(runs)
 
 
 def test_run_argument_errors_in_process(tmp_path, capsys, monkeypatch):
-  from tpu_estimator import cli  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import cli  # pylint: disable=import-outside-toplevel
   # Recorded as set, so monkeypatch removes what cli.main sets: later tests (and the
   # processes they start) must not inherit TF_USE_LEGACY_KERAS.
   monkeypatch.setenv('TF_USE_LEGACY_KERAS', 'placeholder')

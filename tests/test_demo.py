@@ -9,8 +9,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from tpu_estimator import cli
-from tpu_estimator import demo
+from tpu_estimator.tools import cli
+from tpu_estimator.tools import demo
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 300

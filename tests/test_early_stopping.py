@@ -251,7 +251,7 @@ def test_two_workers_stop_together_when_the_chief_says_stop(tmp_path):
   """A multi-worker strategy: the workers meet in collectives every step, so one stopping
   alone would leave the other waiting.  Only the chief's should_stop_fn says stop (its second
   call, at step 10); both tasks stop there and exit cleanly."""
-  from tpu_estimator import launcher  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import launcher  # pylint: disable=import-outside-toplevel
   out = tmp_path / 'out'
   out.mkdir()
   program = os.path.join(REPO, 'tests', 'multiworker', 'early_stopping_program.py')

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from tpu_estimator import demo
+from tpu_estimator.tools import demo
 from tpu_estimator import gpus
 from tpu_estimator import inputs
 from tpu_estimator import replication

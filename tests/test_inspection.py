@@ -1,5 +1,5 @@
 """`tpu-estimator inspect`: checkpoints, variables, eval results and exports of a model_dir
-(tpu_estimator.inspection; registered on a parser of our own, as cli.py registers it)."""
+(tpu_estimator.tools.inspection; registered on a parser of our own, as cli.py registers it)."""
 import argparse
 import io
 import json
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import helpers as h
 import tpu_estimator as te
-from tpu_estimator import inspection
+from tpu_estimator.tools import inspection
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -209,7 +209,7 @@ def test_exports_option_accepts_a_saved_model_dir_and_warns_on_missing(model, tm
 def test_subprocess_exit_code(tmp_path):
   """The handler's exit code reaches the shell (python -c with a parser of our own)."""
   code = ('import argparse, sys\n'
-          'from tpu_estimator import inspection\n'
+          'from tpu_estimator.tools import inspection\n'
           'p = argparse.ArgumentParser(prog="tpu-estimator")\n'
           'inspection.add_parser(p.add_subparsers(dest="command"))\n'
           'a = p.parse_args(sys.argv[1:])\n'

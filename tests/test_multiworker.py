@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from tpu_estimator import launcher
+from tpu_estimator.tools import launcher
 
 PROGRAM = os.path.join(os.path.dirname(__file__), 'multiworker', 'program.py')
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 import tpu_estimator as te
-from tpu_estimator import demo
+from tpu_estimator.tools import demo
 from tpu_estimator import progress
 
 STEPS = 20

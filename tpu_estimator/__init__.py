@@ -3,7 +3,7 @@
 `model_fn`/`input_fn` programs written for `tf.compat.v1.estimator[.tpu]` run unchanged with
 their import pointed here; `TPUEstimator(use_tpu=True)` shards over TPU-less hardware too.
 """
-from tpu_estimator import cli as _cli  # stdlib only: sets up the command before TensorFlow
+from tpu_estimator.tools import cli as _cli  # stdlib only: sets up the command before TensorFlow
 
 _cli.quiet_startup()
 

@@ -1,5 +1,5 @@
 """`Estimator` and `TPUEstimator`: validate the call, build a fresh graph for it, run it in a
-`MonitoredSession` with hooks.  The layout (`sharding.OneDevice` or `sharding.Sharded`) says
+`MonitoredSession` with hooks.  The layout (`layout.OneDevice` or `layout.Sharded`) says
 where things run; the step builders (`steps`) say what one `session.run` computes."""
 import contextlib
 import copy
@@ -21,7 +21,7 @@ from tpu_estimator import preemption
 from tpu_estimator import progress
 from tpu_estimator import quiet
 from tpu_estimator import replication
-from tpu_estimator import sharding
+from tpu_estimator import layout as layout_lib
 from tpu_estimator import steps as steps_lib
 from tpu_estimator import warm_starting
 from tpu_estimator.config import RunConfig
@@ -46,7 +46,7 @@ class Estimator:
   """Trains, evaluates and predicts with a `model_fn`, as `tf.estimator.Estimator` did."""
 
   def __init__(self, model_fn, model_dir=None, config=None, params=None, warm_start_from=None):
-    self._layout = sharding.OneDevice(copy.deepcopy(params or {}))
+    self._layout = layout_lib.OneDevice(copy.deepcopy(params or {}))
     self._init(model_fn, model_dir, config, params, warm_start_from, RunConfig)
 
   def _init(self, model_fn, model_dir, config, params, warm_start_from, config_type):
@@ -614,7 +614,7 @@ class TPUEstimator(Estimator):
                               config=config)
     if params is not None and not isinstance(params, dict):
       raise errors.type_error('`params` must be a dict.', params=params)
-    reserved = [k for k in sharding.RESERVED_PARAMS_KEYS if k in (params or {})]
+    reserved = [k for k in layout_lib.RESERVED_PARAMS_KEYS if k in (params or {})]
     if reserved:
       raise errors.value_error('%s are reserved keys but existed in params.' % reserved,
                                'TPUEstimator sets them; rename your keys.', params=params)
@@ -642,15 +642,12 @@ class TPUEstimator(Estimator):
           embedding_config_spec=embedding_config_spec)
     batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                    ModeKeys.PREDICT: predict_batch_size}
-    self._layout = sharding.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
+    self._layout = layout_lib.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
                                     config.tpu_config, batch_axis, eval_on_tpu,
                                     export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu,
                                     config=config)
     self._init(model_fn, model_dir, config, params, warm_start_from, TPURunConfig)
-    self._use_tpu = use_tpu
-    self._export_to_tpu = export_to_tpu
-    self._export_to_cpu = export_to_cpu
-    self._export_api_version = export_saved_model_api_version
+    self._use_tpu = use_tpu  # read by the early-stopping hooks (sharded evaluation or not)
     self.train_batch_size = train_batch_size
     self.eval_batch_size = eval_batch_size
     self.predict_batch_size = predict_batch_size

@@ -28,7 +28,7 @@ def _is_this_command():
     return True
   argv = list(getattr(sys, 'orig_argv', None) or sys.argv)  # orig_argv: Python 3.10+
   if '-m' in argv:
-    return argv[argv.index('-m') + 1:][:1] in (['tpu_estimator'], ['tpu_estimator.cli'])
+    return argv[argv.index('-m') + 1:][:1] in (['tpu_estimator'], ['tpu_estimator.tools.cli'])
   return False
 
 
@@ -66,7 +66,7 @@ def _iterations_per_loop(text):
 # demo
 
 def _add_demo(subparsers):
-  from tpu_estimator import demo  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import demo  # pylint: disable=import-outside-toplevel
   parser = subparsers.add_parser(
       'demo', help='train, evaluate and predict a small CNN on the digits data set',
       description='Trains a small convolutional network on the scikit-learn digits data set '
@@ -89,7 +89,7 @@ def _add_demo(subparsers):
 
 
 def _run_demo(args):
-  from tpu_estimator import demo  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import demo  # pylint: disable=import-outside-toplevel
   demo.run(steps=args.steps, shards=args.shards, model_dir=args.model_dir,
            iterations_per_loop=args.iterations_per_loop, seed=args.seed,
            out=lambda line: print(line, flush=True))
@@ -204,7 +204,7 @@ def _add_note(error, note):
 # inspect
 
 def _add_inspect(subparsers):
-  from tpu_estimator import inspection  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import inspection  # pylint: disable=import-outside-toplevel
   inspection.add_parser(subparsers)
 
 
@@ -228,7 +228,7 @@ def _add_launch(subparsers):
 
 
 def _run_launch(args):
-  from tpu_estimator import launcher  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import launcher  # pylint: disable=import-outside-toplevel
   codes = launcher.launch([args.script] + list(args.args), args.workers, timeout=args.timeout)
   print('task exit codes (chief first): %s' % codes, file=sys.stderr)
   # The failing task's own exit code (the others were stopped by a signal), else 1 on failure.
