@@ -96,22 +96,27 @@ class Estimator:
     return checkpoints.variable_value(self._model_dir, name)
 
   # -------------------------------------------------------------------------------------------
-  def _plan(self, mode, replicas):
-    return steps_lib.Plan(
-        replicas=replicas, sharded=self._layout.sharded(mode),
-        loop=mode == ModeKeys.TRAIN and self._layout.loop_ipl(mode) is not None,
-        ipl=self._layout.loop_ipl(mode),
-        model_params=self._layout.model_params(mode, replicas),
-        allow_tpu_spec=self._layout.allow_tpu_spec,
-        host_call_every_n=self._layout.host_call_every_n, model_dir=self._model_dir,
-        config=self._config)
-
   def _graph(self):
     graph = tf.Graph()
     if self._config.tf_random_seed is not None:
       with graph.as_default():
         _v1.set_random_seed(self._config.tf_random_seed)
     return graph
+
+  @contextlib.contextmanager
+  def _call_graph(self, mode, input_fn):
+    """The new graph of one call in `mode`, set up as every mode needs it, in this order: the
+    call's plan (its replicas first), the global step (mirrored over the replicas; in training
+    its cached read, which TensorFlow's hooks fetch, made before anything reads it), then the
+    input.  Yields (graph, plan, global_step, host_input) inside the graph."""
+    with self._graph().as_default() as graph:
+      plan = self._layout.plan(mode, self._config)
+      with plan.replicas.scope():
+        global_step = _v1.train.get_or_create_global_step(graph)
+      if mode == ModeKeys.TRAIN:
+        checkpoints.cache_global_step_read(global_step)
+      host_input = self._layout.host_input(input_fn, plan)
+      yield graph, plan, global_step, host_input
 
   def _session(self, replicas, scaffold, hooks, **kwargs):
     """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
@@ -156,13 +161,7 @@ class Estimator:
       if max_steps <= start:
         _log.info('Skipping training since max_steps has already saved.')
         return self
-    with self._graph().as_default() as graph:
-      replicas = self._layout.replicas(ModeKeys.TRAIN)
-      with replicas.scope():
-        global_step = _v1.train.get_or_create_global_step(graph)
-      checkpoints.cache_global_step_read(global_step)
-      plan = self._plan(ModeKeys.TRAIN, replicas)
-      host_input = self._layout.host_input(input_fn, ModeKeys.TRAIN, self._config, replicas)
+    with self._call_graph(ModeKeys.TRAIN, input_fn) as (graph, plan, global_step, host_input):
       device_scope = graph.device(self._config.device_fn) if self._config.device_fn else \
           contextlib.nullcontext()
       with device_scope:
@@ -181,7 +180,7 @@ class Estimator:
       with preemption.deferred_sigterm() as sigterm:
         all_hooks.insert(1, preemption.PreemptionHook(sigterm))
         with checkpoints.restore_errors(checkpoint):
-          session = self._session(replicas, built.scaffold, all_hooks,
+          session = self._session(plan.replicas, built.scaffold, all_hooks,
                                   checkpoint_dir=self._model_dir)
         with errors.runtime_checks_as_value_errors(), session:
           while not session.should_stop():
@@ -264,17 +263,12 @@ class Estimator:
     return self._graph_cache.take(key)
 
   def _build_eval(self, key, input_fn, steps, hooks):
-    with self._graph().as_default() as graph:
-      replicas = self._layout.replicas(ModeKeys.EVAL)
-      with replicas.scope():
-        global_step = _v1.train.get_or_create_global_step(graph)
-      plan = self._plan(ModeKeys.EVAL, replicas)
-      host_input = self._layout.host_input(input_fn, ModeKeys.EVAL, self._config, replicas)
+    with self._call_graph(ModeKeys.EVAL, input_fn) as (graph, plan, global_step, host_input):
       built = steps_lib.build_eval(plan, self._model_fn, host_input, steps)
       checkpoints.ensure_saver(self._config)
       values = dict(built.extras['values'])
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
-      parts = {'replicas': replicas, 'update': built.fetches['update'], 'values': values}
+      parts = {'replicas': plan.replicas, 'update': built.fetches['update'], 'values': values}
       return self._entry(key, graph, built, host_input, hooks, parts,
                          [built.fetches['update']] + list(values.values()))
 
@@ -397,18 +391,13 @@ class Estimator:
         entry = None
 
   def _build_predict(self, key, input_fn, predict_keys, hooks):
-    with self._graph().as_default() as graph:
-      replicas = self._layout.replicas(ModeKeys.PREDICT)
-      with replicas.scope():
-        _v1.train.get_or_create_global_step(graph)
-      plan = self._plan(ModeKeys.PREDICT, replicas)
-      host_input = self._layout.host_input(input_fn, ModeKeys.PREDICT, self._config, replicas)
+    with self._call_graph(ModeKeys.PREDICT, input_fn) as (graph, plan, _, host_input):
       built = steps_lib.build_predict(plan, self._model_fn, host_input)
       fetches = dict(built.fetches, predictions=_select_keys(built.fetches['predictions'],
                                                              predict_keys))
       checkpoints.ensure_saver(self._config)
       rows = built.fetches.get('batch_rows')
-      parts = {'replicas': replicas, 'fetches': fetches,
+      parts = {'replicas': plan.replicas, 'fetches': fetches,
                'advance': None if rows is None else tf.math.count_nonzero(rows)}
       return self._entry(key, graph, built, host_input, hooks, parts,
                          tf.nest.flatten(fetches) + tf.nest.flatten(parts['advance']))
@@ -643,9 +632,8 @@ class TPUEstimator(Estimator):
     batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                    ModeKeys.PREDICT: predict_batch_size}
     self._layout = layout_lib.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
-                                    config.tpu_config, batch_axis, eval_on_tpu,
-                                    export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu,
-                                    config=config)
+                                      config.tpu_config, batch_axis, eval_on_tpu,
+                                      export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu)
     self._init(model_fn, model_dir, config, params, warm_start_from, TPURunConfig)
     self._use_tpu = use_tpu  # read by the early-stopping hooks (sharded evaluation or not)
     self.train_batch_size = train_batch_size

@@ -6,6 +6,7 @@ is one device with the global batch (the original's CPU/GPU semantics); with `us
 the global batch is split over the replicas.
 """
 import copy
+import dataclasses
 
 import tensorflow as tf
 
@@ -21,6 +22,35 @@ CONTEXT_KEY = 'context'
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """Everything fixed about one `train`/`evaluate`/`predict` call, decided once by the layout
+  (`layout.plan(mode, config)`) before anything is built; the rest of the call reads it.
+
+  `replicas`: the devices (replication.Replicas).  `sharded`: per-replica `model_fn` calls and
+  host-side functions (TPUEstimator with use_tpu=True).  `loop`/`ipl`: training in a device loop
+  of `ipl` (parsed iterations_per_loop).  `input_batch`/`model_batch`: `params['batch_size']` of
+  `input_fn` and of `model_fn` (None when not set).  `input_mode`: how `input_fn` is called.
+  `model_params`: the params `model_fn` gets (a private copy).  `config`: the estimator's
+  RunConfig (model_dir filled in), `model_dir` its model_dir."""
+  mode: str
+  replicas: object
+  sharded: bool
+  loop: bool
+  ipl: object
+  input_batch: object
+  model_batch: object
+  input_mode: object
+  model_params: dict
+  allow_tpu_spec: bool
+  host_call_every_n: int
+  config: object
+
+  @property
+  def model_dir(self):
+    return self.config.model_dir
+
+
 class OneDevice:
   """The plain Estimator: one device, `params` passed as given, one step per `session.run`."""
   allow_tpu_spec = False
@@ -29,24 +59,16 @@ class OneDevice:
   def __init__(self, params):
     self.params = params
 
-  def replicas(self, mode):
-    del mode
-    return replication.single_device()
+  def plan(self, mode, config):
+    """The `Plan` of one call in `mode` with the estimator's `config`."""
+    return Plan(mode=mode, replicas=replication.single_device(), sharded=False, loop=False,
+                ipl=None, input_batch=None, model_batch=None,
+                input_mode=InputPipelineConfig.PER_HOST_V1,
+                model_params=copy.deepcopy(self.params), allow_tpu_spec=self.allow_tpu_spec,
+                host_call_every_n=self.host_call_every_n, config=config)
 
-  def sharded(self, mode):
-    del mode
-    return False
-
-  def loop_ipl(self, mode):
-    del mode
-    return None
-
-  def model_params(self, mode, replicas):
-    del mode, replicas
-    return copy.deepcopy(self.params)
-
-  def host_input(self, input_fn, mode, config, replicas):
-    result = inputs.call_input_fn(input_fn, mode, copy.deepcopy(self.params), config)
+  def host_input(self, input_fn, plan):
+    result = inputs.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params), plan.config)
     return inputs.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
 
   def examples_per_step(self):
@@ -78,9 +100,8 @@ class Sharded(OneDevice):
   allow_tpu_spec = True
 
   def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu,
-               export_to_cpu=True, export_to_tpu=True, config=None):
+               export_to_cpu=True, export_to_tpu=True):
     super().__init__(params)
-    self.config = config
     self.export_to_cpu = export_to_cpu
     self.export_to_tpu = export_to_tpu
     self.use_tpu = use_tpu
@@ -89,32 +110,39 @@ class Sharded(OneDevice):
     self.batch_axis = batch_axis
     self.eval_on_tpu = eval_on_tpu
     self.host_call_every_n = tpu_config.experimental_host_call_every_n_steps
-    self._replicas = None
 
-  def sharded(self, mode):
-    return self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
+  def plan(self, mode, config):
+    sharded = self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
+    if not sharded:
+      replicas = replication.single_device()
+      input_batch = model_batch = self.batch_sizes.get(mode)
+      input_mode, ipl = InputPipelineConfig.PER_HOST_V1, None
+    else:
+      replicas = self._replicas(mode, config)
+      input_mode = self.tpu_config.input_mode
+      input_batch, model_batch = self._batches(mode, replicas, input_mode)
+      ipl = parse_iterations_per_loop(self.tpu_config.iterations_per_loop)
+    params = copy.deepcopy(self.params)
+    if model_batch is not None:
+      params[BATCH_SIZE_KEY] = model_batch
+    params['use_tpu'] = self.use_tpu
+    return Plan(mode=mode, replicas=replicas, sharded=sharded,
+                loop=sharded and mode == ModeKeys.TRAIN, ipl=ipl, input_batch=input_batch,
+                model_batch=model_batch, input_mode=input_mode, model_params=params,
+                allow_tpu_spec=self.allow_tpu_spec, host_call_every_n=self.host_call_every_n,
+                config=config)
 
-  def replicas(self, mode):
-    if not self.sharded(mode):
-      return replication.single_device()
+  def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one
-      return replication.make_replicas(self.tpu_config.num_shards, self.config,
-                                       multi_worker=True)
+      return replication.make_replicas(self.tpu_config.num_shards, config, multi_worker=True)
     # Evaluation and prediction run on this machine's devices, even in a cluster.
-    local_only = replication.is_multi_worker(self.config)
+    local_only = replication.is_multi_worker(config)
     return replication.make_replicas(None if local_only else self.tpu_config.num_shards)
-
-  def loop_ipl(self, mode):
-    if self.sharded(mode):
-      return parse_iterations_per_loop(self.tpu_config.iterations_per_loop)
-    return None
 
   def _global_batch(self, mode, replicas):
     size = self.batch_sizes.get(mode)
     name = {ModeKeys.TRAIN: 'train_batch_size', ModeKeys.EVAL: 'eval_batch_size',
             ModeKeys.PREDICT: 'predict_batch_size'}[mode]
-    if not self.sharded(mode):
-      return size
     if size is None:
       raise errors.value_error(
           '`%s` must be set to %s with use_tpu=True: the batch is split over replicas.' %
@@ -127,16 +155,10 @@ class Sharded(OneDevice):
           **{name: size, 'num_replicas': replicas.num_replicas})
     return size
 
-  def _input_mode(self):
-    return self.tpu_config.input_mode
-
-  def _batches(self, mode, replicas):
-    """(input_fn batch, model_fn batch) for `mode`."""
+  def _batches(self, mode, replicas, input_mode):
+    """(input_fn batch, model_fn batch) of a sharded call in `mode`."""
     size = self._global_batch(mode, replicas)
-    if size is None or not self.sharded(mode):
-      return size, size
     per_replica = size // replicas.num_replicas
-    input_mode = self._input_mode()
     if input_mode == InputPipelineConfig.BROADCAST:
       return size, size
     if input_mode == InputPipelineConfig.PER_HOST_V1:
@@ -161,30 +183,20 @@ class Sharded(OneDevice):
         targets.append((tags, params))
     return targets
 
-  def model_params(self, mode, replicas):
-    params = copy.deepcopy(self.params)
-    _, model_batch = self._batches(mode, replicas)
-    if model_batch is not None:
-      params[BATCH_SIZE_KEY] = model_batch
-    params['use_tpu'] = self.use_tpu
-    return params
-
-  def host_input(self, input_fn, mode, config, replicas):
+  def host_input(self, input_fn, plan):
     if callable(input_fn) and 'params' not in inputs.fn_args(input_fn):
       raise errors.value_error(
           'TPUEstimator needs input_fn to take `params` (it passes params["batch_size"]).',
           'Define input_fn(params).', input_fn_args=list(inputs.fn_args(input_fn)))
-    input_batch, _ = self._batches(mode, replicas)
-    sharded = self.sharded(mode)
-    input_mode = self._input_mode() if sharded else InputPipelineConfig.PER_HOST_V1
-    per_shard = input_mode == InputPipelineConfig.PER_SHARD_V1
+    replicas = plan.replicas
+    per_shard = plan.input_mode == InputPipelineConfig.PER_SHARD_V1
     calls = replicas.local_replicas if per_shard else 1
     pipelines = replicas.num_replicas if per_shard else replicas.num_workers
     results = []
     for index in range(calls):
       params = copy.deepcopy(self.params)
-      if input_batch is not None:
-        params[BATCH_SIZE_KEY] = input_batch
+      if plan.input_batch is not None:
+        params[BATCH_SIZE_KEY] = plan.input_batch
       # Each worker (or each of its shards) reads its own part of the data.
       pipeline_id = replicas.worker_index * calls + index
       input_context = tf.distribute.InputContext(
@@ -192,19 +204,19 @@ class Sharded(OneDevice):
           num_replicas_in_sync=replicas.num_replicas)
       params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, pipeline_id, pipelines,
                                            input_context)
-      results.append(inputs.call_input_fn(input_fn, mode, params, config,
+      results.append(inputs.call_input_fn(input_fn, plan.mode, params, plan.config,
                                           input_context=input_context))
-    if not sharded:
+    if not plan.sharded:
       return inputs.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
-    return inputs.HostInput(results, input_mode, replicas.local_replicas, self.batch_axis,
-                            rows=input_batch, uneven=mode != ModeKeys.TRAIN,
-                            device=_input_device(mode, replicas))
+    return inputs.HostInput(results, plan.input_mode, replicas.local_replicas, self.batch_axis,
+                            rows=plan.input_batch, uneven=plan.mode != ModeKeys.TRAIN,
+                            device=_input_device(plan))
 
 
-def _input_device(mode, replicas):
+def _input_device(plan):
   """Where a training device loop's input is prefetched to: its one GPU, if it has exactly
   one (with several, the host batch is split first; evaluation and prediction read optionals,
   which stay on the host)."""
-  if mode == ModeKeys.TRAIN and replicas.num_replicas == 1 and replicas.on_gpu:
-    return replicas.devices[0]
+  if plan.loop and plan.replicas.num_replicas == 1 and plan.replicas.on_gpu:
+    return plan.replicas.devices[0]
   return None
