@@ -2,6 +2,7 @@
 the TPU `RunConfig`.  The cluster is read from `TF_CONFIG` by `parse_tf_config`."""
 import collections
 import copy
+import inspect
 import json
 import os
 import re
@@ -93,13 +94,47 @@ def parse_tf_config(tf_config=None):
                      global_id, model_dir)
 
 
-def _check_non_negative(name, value, allow_none=True):
-  if value is None and allow_none:
+def _checkpoint_schedule(steps, secs):
+  """(save_checkpoints_steps, save_checkpoints_secs) as given, with the original's default:
+  every 600 seconds when neither is given; both set is an error."""
+  steps_given = steps is not _UNSET and steps is not None
+  secs_given = secs is not _UNSET and secs is not None
+  if steps_given and secs_given:
+    raise errors.value_error(
+        '`save_checkpoints_steps` and `save_checkpoints_secs` cannot both be set.',
+        'Set one of them (or neither: a checkpoint every 600 seconds).',
+        save_checkpoints_steps=steps, save_checkpoints_secs=secs)
+  if steps is _UNSET:
+    steps = None
+  if secs is _UNSET:
+    secs = None if steps_given else _DEFAULT_SAVE_CHECKPOINTS_SECS
+  return steps, secs
+
+
+def _checked_model_dir(model_dir):
+  if model_dir is None:
+    return None
+  if not isinstance(model_dir, (str, os.PathLike)):
+    raise errors.type_error('`model_dir` must be a string or path.', model_dir=model_dir)
+  model_dir = os.fspath(model_dir)
+  if not model_dir:
+    raise errors.value_error('`model_dir` must not be empty.', model_dir=model_dir)
+  return model_dir
+
+
+def _check_device_fn(device_fn):
+  if device_fn is None:
     return
-  if isinstance(value, bool) or not isinstance(value, (int, float)):
-    raise errors.type_error('`%s` must be a number.' % name, **{name: value})
-  if value < 0:
-    raise errors.value_error('`%s` must be >= 0.' % name, **{name: value})
+  if not callable(device_fn):
+    raise errors.type_error('`device_fn` must be callable.', device_fn=device_fn)
+  try:
+    names = list(inspect.signature(device_fn).parameters)
+  except (TypeError, ValueError):
+    names = ['op']
+  if names != ['op']:
+    raise errors.value_error('`device_fn` must take exactly one argument, `op`.',
+                             'Define device_fn(op) returning a device string.',
+                             device_fn_args=names)
 
 
 class RunConfig:
@@ -113,24 +148,9 @@ class RunConfig:
                experimental_distribute=None, experimental_max_worker_delay_secs=None,
                session_creation_timeout_secs=7200, checkpoint_save_graph_def=True,
                progress_bar=None, reuse_eval_graphs=True):
-    steps_given = save_checkpoints_steps is not _UNSET and save_checkpoints_steps is not None
-    secs_given = save_checkpoints_secs is not _UNSET and save_checkpoints_secs is not None
-    if steps_given and secs_given:
-      raise errors.value_error(
-          '`save_checkpoints_steps` and `save_checkpoints_secs` cannot both be set.',
-          'Set one of them (or neither: a checkpoint every 600 seconds).',
-          save_checkpoints_steps=save_checkpoints_steps,
-          save_checkpoints_secs=save_checkpoints_secs)
-    if save_checkpoints_steps is _UNSET:
-      save_checkpoints_steps = None
-    if save_checkpoints_secs is _UNSET:
-      save_checkpoints_secs = None if steps_given else _DEFAULT_SAVE_CHECKPOINTS_SECS
-    if model_dir is not None:
-      if not isinstance(model_dir, (str, os.PathLike)):
-        raise errors.type_error('`model_dir` must be a string or path.', model_dir=model_dir)
-      model_dir = os.fspath(model_dir)
-      if not model_dir:
-        raise errors.value_error('`model_dir` must not be empty.', model_dir=model_dir)
+    save_checkpoints_steps, save_checkpoints_secs = _checkpoint_schedule(
+        save_checkpoints_steps, save_checkpoints_secs)
+    model_dir = _checked_model_dir(model_dir)
     if tf_random_seed is not None and (isinstance(tf_random_seed, bool) or
                                        not isinstance(tf_random_seed, int)):
       raise errors.type_error('`tf_random_seed` must be an int.', tf_random_seed=tf_random_seed)
@@ -138,31 +158,22 @@ class RunConfig:
                         ('save_checkpoints_steps', save_checkpoints_steps),
                         ('save_checkpoints_secs', save_checkpoints_secs),
                         ('keep_checkpoint_max', keep_checkpoint_max)):
-      _check_non_negative(name, value)
+      errors.check_non_negative(name, value)
     for name, value in (('keep_checkpoint_every_n_hours', keep_checkpoint_every_n_hours),
                         ('session_creation_timeout_secs', session_creation_timeout_secs)):
-      _check_non_negative(name, value)
-      if value is not None and value <= 0:
-        raise errors.value_error('`%s` must be > 0.' % name, **{name: value})
+      errors.check_positive_number(name, value)
     errors.check_positive_int('log_step_count_steps', log_step_count_steps, allow_none=True)
     if session_config is not None and not isinstance(session_config, _v1.ConfigProto):
       raise errors.type_error('`session_config` must be a tf.compat.v1.ConfigProto.',
                               session_config=session_config)
-    if device_fn is not None:
-      if not callable(device_fn):
-        raise errors.type_error('`device_fn` must be callable.', device_fn=device_fn)
-      import inspect  # pylint: disable=import-outside-toplevel
-      try:
-        names = list(inspect.signature(device_fn).parameters)
-      except (TypeError, ValueError):
-        names = ['op']
-      if names != ['op']:
-        raise errors.value_error('`device_fn` must take exactly one argument, `op`.',
-                                 'Define device_fn(op) returning a device string.',
-                                 device_fn_args=names)
+    _check_device_fn(device_fn)
     if protocol not in (None, 'grpc', 'grpc+verbs'):
       raise errors.value_error('`protocol` must be None, "grpc" or "grpc+verbs".',
                                protocol=protocol)
+    if not isinstance(reuse_eval_graphs, bool):
+      raise errors.type_error('`reuse_eval_graphs` must be a bool.',
+                              'Pass False to build a new graph for every evaluate()/predict().',
+                              reuse_eval_graphs=reuse_eval_graphs)
     self._cluster = parse_tf_config()
     if model_dir is None and self._cluster.model_dir:
       model_dir = self._cluster.model_dir
@@ -184,10 +195,6 @@ class RunConfig:
     self._session_creation_timeout_secs = session_creation_timeout_secs
     self._checkpoint_save_graph_def = checkpoint_save_graph_def
     self._progress_bar = progress_bar
-    if not isinstance(reuse_eval_graphs, bool):
-      raise errors.type_error('`reuse_eval_graphs` must be a bool.',
-                              'Pass False to build a new graph for every evaluate()/predict().',
-                              reuse_eval_graphs=reuse_eval_graphs)
     # evaluate()/predict() keep their graph and session for the next call (graph_cache.py).
     self._reuse_eval_graphs = reuse_eval_graphs
 
@@ -289,6 +296,38 @@ def parse_iterations_per_loop(value):
                            'E.g. iterations_per_loop=100 or "30s".', iterations_per_loop=value)
 
 
+def _check_update_settings(gradient_accumulation_steps, precision):
+  errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
+  if precision not in (None, 'mixed_bfloat16', 'mixed_float16'):
+    raise errors.value_error('`precision` must be None, "mixed_bfloat16" or "mixed_float16".',
+                             'Pass one of those (None: float32).', precision=precision)
+  if precision == 'mixed_float16' and gradient_accumulation_steps > 1:
+    raise errors.value_error(
+        'precision="mixed_float16" (dynamic loss scaling) cannot be combined with '
+        'gradient_accumulation_steps > 1 yet.', 'Use "mixed_bfloat16" (no loss scaling) or '
+        'gradient_accumulation_steps=1.', precision=precision,
+        gradient_accumulation_steps=gradient_accumulation_steps)
+
+
+def _check_model_parallelism(num_cores_per_replica, input_partition_dims):
+  """TPU model parallelism is refused by name: this build drives no TPU hardware."""
+  if num_cores_per_replica is not None:
+    if num_cores_per_replica not in _VALID_CORES_PER_REPLICA:
+      raise errors.value_error(
+          '`num_cores_per_replica` must be one of %s.' % (_VALID_CORES_PER_REPLICA,),
+          num_cores_per_replica=num_cores_per_replica)
+    if num_cores_per_replica != 1:
+      raise errors.value_error(
+          'Model parallelism (`num_cores_per_replica` > 1) needs TPU hardware, which this '
+          'build does not drive.', 'Use num_cores_per_replica=None or 1.',
+          num_cores_per_replica=num_cores_per_replica)
+  if input_partition_dims is not None:
+    raise errors.value_error('`input_partition_dims` (spatial partitioning) needs TPU '
+                             'model parallelism, which this build does not drive.',
+                             'Leave input_partition_dims=None.',
+                             input_partition_dims=input_partition_dims)
+
+
 class TPUConfig(
     collections.namedtuple('TPUConfig', [
         'iterations_per_loop', 'num_shards', 'num_cores_per_replica',
@@ -317,32 +356,9 @@ class TPUConfig(
               xla=None):
     parse_iterations_per_loop(iterations_per_loop)
     xla_lib.check_setting(xla)
-    errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
-    if precision not in (None, 'mixed_bfloat16', 'mixed_float16'):
-      raise errors.value_error('`precision` must be None, "mixed_bfloat16" or "mixed_float16".',
-                               'Pass one of those (None: float32).', precision=precision)
-    if precision == 'mixed_float16' and gradient_accumulation_steps > 1:
-      raise errors.value_error(
-          'precision="mixed_float16" (dynamic loss scaling) cannot be combined with '
-          'gradient_accumulation_steps > 1 yet.', 'Use "mixed_bfloat16" (no loss scaling) or '
-          'gradient_accumulation_steps=1.', precision=precision,
-          gradient_accumulation_steps=gradient_accumulation_steps)
+    _check_update_settings(gradient_accumulation_steps, precision)
     errors.check_positive_int('num_shards', num_shards, allow_none=True)
-    if num_cores_per_replica is not None:
-      if num_cores_per_replica not in _VALID_CORES_PER_REPLICA:
-        raise errors.value_error(
-            '`num_cores_per_replica` must be one of %s.' % (_VALID_CORES_PER_REPLICA,),
-            num_cores_per_replica=num_cores_per_replica)
-      if num_cores_per_replica != 1:
-        raise errors.value_error(
-            'Model parallelism (`num_cores_per_replica` > 1) needs TPU hardware, which this '
-            'build does not drive.', 'Use num_cores_per_replica=None or 1.',
-            num_cores_per_replica=num_cores_per_replica)
-    if input_partition_dims is not None:
-      raise errors.value_error('`input_partition_dims` (spatial partitioning) needs TPU '
-                               'model parallelism, which this build does not drive.',
-                               'Leave input_partition_dims=None.',
-                               input_partition_dims=input_partition_dims)
+    _check_model_parallelism(num_cores_per_replica, input_partition_dims)
     if not isinstance(per_host_input_for_training, bool) and \
         per_host_input_for_training not in _INPUT_MODES:
       raise errors.value_error(
@@ -356,7 +372,7 @@ class TPUConfig(
           eval_training_input_configuration=eval_training_input_configuration)
     errors.check_positive_int('experimental_host_call_every_n_steps',
                               experimental_host_call_every_n_steps)
-    _check_non_negative('initial_infeed_sleep_secs', initial_infeed_sleep_secs)
+    errors.check_non_negative('initial_infeed_sleep_secs', initial_infeed_sleep_secs)
     if per_host_input_for_training is True:
       per_host_input_for_training = InputPipelineConfig.PER_HOST_V1
     elif per_host_input_for_training is False:

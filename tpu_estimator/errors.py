@@ -58,6 +58,23 @@ def check_positive_int(name, value, allow_none=False):
     raise value_error('`%s` must be positive.' % name, 'Pass an integer > 0.', **{name: value})
 
 
+def check_non_negative(name, value, allow_none=True):
+  """Raises unless `value` is a number >= 0 (or None when allowed)."""
+  if value is None and allow_none:
+    return
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise type_error('`%s` must be a number.' % name, **{name: value})
+  if value < 0:
+    raise value_error('`%s` must be >= 0.' % name, **{name: value})
+
+
+def check_positive_number(name, value, allow_none=True):
+  """Raises unless `value` is a number > 0 (or None when allowed)."""
+  check_non_negative(name, value, allow_none)
+  if value is not None and value <= 0:
+    raise value_error('`%s` must be > 0.' % name, **{name: value})
+
+
 def check_hooks(name, hooks):
   """`hooks` as a tuple, each checked to be a `SessionRunHook`."""
   hooks = tuple(hooks or ())

@@ -162,16 +162,7 @@ def run(steps=DEFAULT_STEPS, shards=None, model_dir=None,
   model_dir = os.path.abspath(os.fspath(model_dir))
   (x_train, y_train), (x_test, y_test) = load_data()
 
-  # Summaries are written at the end of device loops: save them once per loop.
-  summary_steps = iterations_per_loop if isinstance(iterations_per_loop, int) else 100
-  config = te.RunConfig(
-      model_dir=model_dir, tf_random_seed=seed, save_summary_steps=summary_steps,
-      tpu_config=te.TPUConfig(iterations_per_loop=iterations_per_loop, num_shards=shards))
-  estimator = te.TPUEstimator(
-      model_fn=model_fn, config=config, use_tpu=True, params={'learning_rate': LEARNING_RATE},
-      train_batch_size=TRAIN_BATCH_SIZE, eval_batch_size=EVAL_BATCH_SIZE,
-      predict_batch_size=PREDICT_BATCH_SIZE)
-
+  estimator = make_estimator(model_dir, shards, iterations_per_loop, seed)
   out('Digits: %d training, %d test images (8x8); %d shard(s), global batch %d, '
       'iterations_per_loop %s.' % (len(x_train), len(x_test), shards, TRAIN_BATCH_SIZE,
                                    iterations_per_loop))
@@ -185,14 +176,7 @@ def run(steps=DEFAULT_STEPS, shards=None, model_dir=None,
   predicted = np.array([p['classes'] for p in predictions])
   agreement = float(np.mean(predicted == y_test)) if len(predicted) == len(y_test) else None
 
-  # Export for serving, reload the SavedModel as a TF2 program would, classify a few digits.
-  export_dir = estimator.export_saved_model(
-      os.path.join(model_dir, 'export'),
-      te.export.build_raw_serving_input_receiver_fn(
-          {'image': tf.zeros([1] + list(x_test.shape[1:]), tf.float32)})).decode()
-  served = tf.saved_model.load(export_dir, tags=['serve']).signatures['serving_default']
-  served_classes = served(image=tf.constant(x_test[:EXPORT_EXAMPLES]))['classes'].numpy()
-
+  export_dir, served_classes = export_and_serve(estimator, model_dir, x_test[:EXPORT_EXAMPLES])
   result = {
       'export_dir': export_dir,
       'served_classes': served_classes.tolist(),
@@ -206,7 +190,39 @@ def run(steps=DEFAULT_STEPS, shards=None, model_dir=None,
       'predictions': len(predictions),
       'predict_accuracy': agreement,
       'test_size': len(x_test),
+      'steps_run': steps_run,
   }
+  report(result, y_test, out)
+  return result
+
+
+def make_estimator(model_dir, shards, iterations_per_loop, seed):
+  # Summaries are written at the end of device loops: save them once per loop.
+  summary_steps = iterations_per_loop if isinstance(iterations_per_loop, int) else 100
+  config = te.RunConfig(
+      model_dir=model_dir, tf_random_seed=seed, save_summary_steps=summary_steps,
+      tpu_config=te.TPUConfig(iterations_per_loop=iterations_per_loop, num_shards=shards))
+  return te.TPUEstimator(
+      model_fn=model_fn, config=config, use_tpu=True, params={'learning_rate': LEARNING_RATE},
+      train_batch_size=TRAIN_BATCH_SIZE, eval_batch_size=EVAL_BATCH_SIZE,
+      predict_batch_size=PREDICT_BATCH_SIZE)
+
+
+def export_and_serve(estimator, model_dir, images):
+  """Exports for serving, reloads the SavedModel as a TF2 program would and classifies
+  `images`: (export directory, the classes served)."""
+  export_dir = estimator.export_saved_model(
+      os.path.join(model_dir, 'export'),
+      te.export.build_raw_serving_input_receiver_fn(
+          {'image': tf.zeros([1] + list(images.shape[1:]), tf.float32)})).decode()
+  served = tf.saved_model.load(export_dir, tags=['serve']).signatures['serving_default']
+  return export_dir, served(image=tf.constant(images))['classes'].numpy()
+
+
+def report(result, y_test, out):
+  """The demo's report, one line per `out` call."""
+  steps_run, train_seconds = result['steps_run'], result['train_seconds']
+  agreement, export_dir = result['predict_accuracy'], result['export_dir']
   out('Test accuracy: %.4f (loss %.4f) at global step %d.' %
       (result['accuracy'], result['loss'], result['global_step']))
   # Not the progress bar's figure: that one counts the training loop from its second
@@ -215,10 +231,9 @@ def run(steps=DEFAULT_STEPS, shards=None, model_dir=None,
       (steps_run, train_seconds, result['steps_per_sec']))
   out('  (graph building and checkpoints included; the bar\'s steps/s is the loop alone).')
   out('Predicted %d test images (accuracy of the predicted classes: %s).' %
-      (len(predictions), 'n/a' if agreement is None else '%.4f' % agreement))
+      (result['predictions'], 'n/a' if agreement is None else '%.4f' % agreement))
   out('Exported to %s; reloaded, it classifies the first %d test digits as %s (true: %s).' %
-      (export_dir, EXPORT_EXAMPLES, ' '.join(map(str, served_classes)),
+      (export_dir, EXPORT_EXAMPLES, ' '.join(map(str, result['served_classes'])),
        ' '.join(map(str, y_test[:EXPORT_EXAMPLES]))))
-  out('Model directory: %s' % model_dir)
-  out('View the training curves: tensorboard --logdir %s' % model_dir)
-  return result
+  out('Model directory: %s' % result['model_dir'])
+  out('View the training curves: tensorboard --logdir %s' % result['model_dir'])
