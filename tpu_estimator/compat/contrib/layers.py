@@ -472,22 +472,9 @@ def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001,
     if not params_shape.is_fully_defined():
       raise errors.value_error('batch_norm needs a static channel dimension.', inputs=inputs)
     dtype = tf.float32 if inputs.dtype.base_dtype == tf.float16 else inputs.dtype.base_dtype
-    inits = param_initializers or {}
-    regs = param_regularizers or {}
-    beta = gamma = None
-    if center:
-      beta = _variable('beta', params_shape, dtype, inits.get('beta', tf.zeros_initializer()),
-                       regs.get('beta'), trainable, variables_collections)
-    if scale:
-      gamma = _variable('gamma', params_shape, dtype,
-                        inits.get('gamma', tf.ones_initializer()), regs.get('gamma'),
-                        trainable, variables_collections)
-    moving_mean = _variable('moving_mean', params_shape, dtype,
-                            inits.get('moving_mean', tf.zeros_initializer()),
-                            trainable=False, variables_collections=variables_collections)
-    moving_variance = _variable('moving_variance', params_shape, dtype,
-                                inits.get('moving_variance', tf.ones_initializer()),
-                                trainable=False, variables_collections=variables_collections)
+    beta, gamma, moving_mean, moving_variance = _batch_norm_variables(
+        params_shape, dtype, center, scale, param_initializers or {}, param_regularizers or {},
+        trainable, variables_collections)
     use_fused = fused is not False and rank in (2, 4)
     normalize = functools.partial(_normalize, inputs, beta, gamma, epsilon, axis, use_fused,
                                   'NCHW' if channels_first else 'NHWC')
@@ -512,6 +499,25 @@ def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001,
     if activation_fn is not None:
       outputs = activation_fn(outputs)
     return _collect(outputs_collections, outputs)
+
+
+def _batch_norm_variables(shape, dtype, center, scale, inits, regs, trainable, collections):
+  """(beta or None, gamma or None, moving_mean, moving_variance), created in this order (the
+  order, names and initializers TF 1.x's batch_norm used)."""
+  beta = gamma = None
+  if center:
+    beta = _variable('beta', shape, dtype, inits.get('beta', tf.zeros_initializer()),
+                     regs.get('beta'), trainable, collections)
+  if scale:
+    gamma = _variable('gamma', shape, dtype, inits.get('gamma', tf.ones_initializer()),
+                      regs.get('gamma'), trainable, collections)
+  moving_mean = _variable('moving_mean', shape, dtype,
+                          inits.get('moving_mean', tf.zeros_initializer()),
+                          trainable=False, variables_collections=collections)
+  moving_variance = _variable('moving_variance', shape, dtype,
+                              inits.get('moving_variance', tf.ones_initializer()),
+                              trainable=False, variables_collections=collections)
+  return beta, gamma, moving_mean, moving_variance
 
 
 def _normalize(inputs, beta, gamma, epsilon, axis, use_fused, data_format, mean, variance):
