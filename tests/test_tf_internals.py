@@ -1,0 +1,278 @@
+"""What the package relies on in TensorFlow's private APIs (tpu_estimator/_tf_internals.py).
+
+Each test pins the behaviour one internal stands in for, in a bare graph, without an estimator:
+when a TensorFlow release moves or changes one, these fail first, naming it."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu_estimator import _tf_internals as internals
+from tpu_estimator import checkpoints
+
+v1 = tf.compat.v1
+
+
+@pytest.fixture
+def graph():
+  g = tf.Graph()
+  with g.as_default():
+    yield g
+
+
+def test_global_step_read_is_the_cached_read_hooks_fetch(graph):
+  assert internals.global_step_read() is None  # no global step yet
+  step = v1.train.get_or_create_global_step()
+  checkpoints.cache_global_step_read(step)
+  read = internals.global_step_read()
+  assert read is v1.get_collection(internals.GLOBAL_STEP_READ_KEY)[0]
+  with v1.Session() as session:
+    session.run(step.initializer)
+    session.run(step.assign(7))
+    assert session.run(read) == 7
+
+
+def test_global_step_read_is_created_when_none_is_cached(graph):
+  step = v1.train.get_or_create_global_step()
+  read = internals.global_step_read()
+  assert read is internals.global_step_read()  # created once, then cached
+  with v1.Session() as session:
+    session.run(step.initializer)
+    assert session.run(read) == 0
+
+
+def test_control_outputs_are_the_reverse_of_control_inputs(graph):
+  first = tf.no_op(name='first')
+  with tf.control_dependencies([first]):
+    second = tf.no_op(name='second')
+  assert internals.control_outputs(first) == [second]
+  assert internals.control_outputs(second) == []
+
+
+def test_add_control_inputs_orders_an_existing_op_after_others(graph):
+  var = v1.Variable(0, use_resource=True)
+  read = var.read_value()
+  update = var.assign_add(1, read_value=False)
+  internals.add_control_inputs(update, [read.op])
+  assert read.op in update.control_inputs
+  with v1.Session() as session:
+    session.run(var.initializer)
+    seen = [session.run([read, update])[0] for _ in range(20)]
+  assert seen == list(range(20))  # always the value before this run's increment
+
+
+def test_graph_function_finds_functions_called_in_the_graph(graph):
+  @tf.function
+  def double(x):
+    return x * 2
+
+  double(tf.constant(1.0))
+  calls = [op for op in graph.get_operations() if op.type in ('PartitionedCall',
+                                                              'StatefulPartitionedCall')]
+  name = calls[0].get_attr('f').name
+  function = internals.graph_function(graph, name)
+  assert function is not None
+  assert 'Mul' in [node.op for node in function.definition.node_def]
+  assert internals.graph_function(graph, 'no_such_function') is None
+
+
+def test_registered_kernel_devices_lists_device_types():
+  assert 'CPU' in internals.registered_kernel_devices('MatMul')
+  assert internals.registered_kernel_devices('NoSuchOpType') == []
+
+
+def test_enable_xla_cpu_auto_clustering_is_callable_again():
+  internals.enable_xla_cpu_auto_clustering()  # xla.py calls it once on import; idempotent
+
+
+def _loop_op_types():
+  g = tf.Graph()
+  with g.as_default():
+    tf.while_loop(lambda i: i < 3, lambda i: i + 1, [tf.constant(0)])
+  return {op.type for op in g.get_operations()}
+
+
+def test_control_flow_v2_builds_v2_loops_and_restores_the_switch():
+  was_enabled = v1.control_flow_v2_enabled()
+  v1.disable_control_flow_v2()
+  try:
+    assert 'Enter' in _loop_op_types()  # v1 loop
+    with internals.control_flow_v2():
+      types = _loop_op_types()
+    assert 'Enter' not in types and types & {'While', 'StatelessWhile'}
+    assert 'Enter' in _loop_op_types()  # restored
+    with pytest.raises(RuntimeError):
+      with internals.control_flow_v2():
+        raise RuntimeError('body failed')
+    assert not v1.control_flow_v2_enabled()  # restored when the body raised too
+  finally:
+    if was_enabled:
+      v1.enable_control_flow_v2()
+
+
+def test_graph_state_is_per_graph_and_dies_with_the_graph():
+  g = tf.Graph()
+  with g.as_default():
+    tensor = tf.constant(1.0)
+  internals.set_graph_state(g, 'probe', {'tensor': tensor})
+  assert internals.graph_state(g, 'probe')['tensor'] is tensor
+  assert internals.graph_state(tf.Graph(), 'probe') is None
+  assert internals.graph_state(g, 'other') is None
+  assert hasattr(g, '_tpu_estimator_probe')  # our prefix, clear of TensorFlow's names
+  ref = weakref.ref(g)
+  del g, tensor
+  gc.collect()
+  assert ref() is None
+
+
+def test_summary_writer_initializers_include_every_writer(graph, tmp_path):
+  first = tf.summary.create_file_writer(str(tmp_path / 'a'))
+  second = tf.summary.create_file_writer(str(tmp_path / 'b'))
+  ops = internals.summary_writer_initializers()
+  assert first.init() in ops and second.init() in ops
+
+
+def test_summary_op_of_a_summary_saver_hook(graph, tmp_path):
+  summary = v1.summary.scalar('x', tf.constant(1.0))
+  hook = v1.train.SummarySaverHook(save_steps=1, output_dir=str(tmp_path), summary_op=summary)
+  assert summary in tf.nest.flatten(internals.summary_op_of(hook))
+
+
+class _Rates(internals.StepCounterHook):
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.records = []
+
+  def record(self, steps_per_sec, global_step):
+    self.records.append((steps_per_sec, global_step, self.summary_writer, self.summary_tag))
+
+
+def test_step_counter_hook_subclass_records_rates(graph, tmp_path):
+  step = v1.train.get_or_create_global_step()
+  train_op = step.assign_add(1)
+  hook = _Rates(every_n_steps=2, output_dir=str(tmp_path))
+  assert isinstance(hook, v1.train.StepCounterHook)
+  with v1.train.MonitoredSession(hooks=[hook]) as session:
+    for _ in range(6):
+      session.run(train_op)
+  assert [r[1] for r in hook.records] == [3, 5]  # each rate at the step TF's timer fired on
+  for rate, _, writer, tag in hook.records:
+    assert rate > 0 and writer is not None and tag == 'global_step/sec'
+
+
+def test_saver_var_list_and_options_rebuild_a_saver(graph):
+  var = v1.Variable(1.0, name='v', use_resource=True)
+  saver = v1.train.Saver({'key': var}, max_to_keep=3, keep_checkpoint_every_n_hours=2.0,
+                         sharded=True, save_relative_paths=True, pad_step_number=True)
+  assert internals.saver_var_list(saver) == {'key': var}
+  options = internals.saver_options(saver)
+  assert len(options) == 10  # every option is still where the rebuild reads it
+  assert options['max_to_keep'] == 3 and options['sharded'] and options['pad_step_number']
+  rebuilt = v1.train.Saver(var_list=internals.saver_var_list(saver), **options)
+  for field in ('max_to_keep', 'keep_checkpoint_every_n_hours', 'sharded', 'version'):
+    assert getattr(rebuilt.saver_def, field) == getattr(saver.saver_def, field)
+  assert internals.saver_var_list(object()) is None
+
+
+def test_save_slice_info_of_partitioned_variables(graph):
+  whole = v1.get_variable('whole', [4])
+  parts = v1.get_variable('parts', [4, 2], partitioner=v1.fixed_size_partitioner(2))
+  assert internals.save_slice_info(whole) is None
+  infos = [internals.save_slice_info(p) for p in parts]
+  assert [i.full_name for i in infos] == ['parts', 'parts']
+  assert [list(i.full_shape) for i in infos] == [[4, 2], [4, 2]]
+
+
+def test_meta_graph_def_keeps_the_saver_and_collections(graph):
+  v1.Variable(1.0, name='v')
+  saver = v1.train.Saver()
+  before = {k: list(graph.get_collection(k)) for k in graph.get_all_collection_keys()}
+  meta = internals.meta_graph_def(graph.as_graph_def(add_shapes=True), saver.saver_def, graph)
+  assert meta.saver_def.save_tensor_name == saver.saver_def.save_tensor_name
+  assert 'variables' in meta.collection_def
+  assert {k: list(graph.get_collection(k)) for k in graph.get_all_collection_keys()} == before
+
+
+def test_checkpoint_state_proto_and_atomic_write(tmp_path):
+  state = internals.CheckpointState(model_checkpoint_path='model.ckpt-3',
+                                    all_model_checkpoint_paths=['model.ckpt-3'])
+  path = str(tmp_path / 'checkpoint')
+  internals.atomic_write_string_to_file(path, str(state))
+  assert tf.train.get_checkpoint_state(str(tmp_path)).model_checkpoint_path.endswith(
+      'model.ckpt-3')
+  assert [p.name for p in tmp_path.iterdir()] == ['checkpoint']  # no temporary file left
+
+
+def test_mirrored_variables_and_their_replica_copies(graph):
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
+  with strategy.scope():
+    mirrored = tf.Variable(1.0, name='m')
+  plain = tf.Variable(2.0, name='p')
+  assert internals.is_distributed(mirrored) and not internals.is_distributed(plain)
+  copy = mirrored.values[0]
+  assert not internals.is_distributed(copy)
+  # TensorFlow links each copy to its container (a resource copy through its handle).
+  assert internals.mirrored_of(copy.handle) is mirrored
+  assert internals.mirrored_of(plain) is plain
+  saveables = internals.mirrored_saveables(mirrored)
+  assert len(saveables) == 1
+
+
+def test_regroup_and_select_replica_round_trip(graph):
+  a, b = tf.constant(1), tf.constant(2)
+  grouped = internals.regroup([(a, {'x': a}), (b, {'x': b})])
+  assert internals.select_replica(0, grouped) == (a, {'x': a})
+  assert internals.select_replica(1, grouped) == (b, {'x': b})
+
+
+def test_estimator_loss_scaling_makes_v1_losses_averaged(graph):
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
+  with strategy.scope():
+    assert v1.distribute.get_loss_reduction() == tf.distribute.ReduceOp.SUM
+    with internals.estimator_loss_scaling(strategy):
+      assert v1.distribute.get_loss_reduction() == tf.distribute.ReduceOp.MEAN
+    assert v1.distribute.get_loss_reduction() == tf.distribute.ReduceOp.SUM
+
+
+def test_v1_adam_builds_its_fused_update_from_the_replaceable_op_module(graph):
+  original = internals.v1_adam_training_ops()
+  calls = []
+
+  class Recording:
+
+    def __getattr__(self, name):
+      return getattr(original, name)
+
+    def resource_apply_adam(self, *args, **kwargs):
+      calls.append(args[0])
+      return original.resource_apply_adam(*args, **kwargs)
+
+  var = v1.Variable(np.ones(3, np.float32), use_resource=True)
+  internals.set_v1_adam_training_ops(Recording())
+  try:
+    v1.train.AdamOptimizer(0.1).minimize(tf.reduce_sum(var * var), var_list=[var])
+  finally:
+    internals.set_v1_adam_training_ops(original)
+  assert calls == [var.handle]
+  assert internals.v1_adam_training_ops() is original
+
+
+def test_deprecation_notices_switch_round_trips():
+  before = internals.deprecation_notices_enabled()
+  assert isinstance(before, bool)
+  try:
+    internals.set_deprecation_notices_enabled(not before)
+    assert internals.deprecation_notices_enabled() is (not before)
+  finally:
+    internals.set_deprecation_notices_enabled(before)
+
+
+def test_export_modules_have_the_output_classes_and_helpers():
+  output = internals.export_output.PredictOutput({'y': tf.constant([1.0])})
+  assert isinstance(output, internals.export_output.ExportOutput)
+  for helper in ('get_export_outputs', 'build_all_signature_defs', 'get_timestamped_export_dir',
+                 'get_temp_export_dir'):
+    assert callable(getattr(internals.export_utils, helper))

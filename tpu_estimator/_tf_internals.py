@@ -1,0 +1,262 @@
+"""Every use of TensorFlow's private APIs, in one place.
+
+TensorFlow gives no compatibility promise for protected members or `tensorflow.python.*`
+modules, and the package supports "TensorFlow 2.16 and newer": each use below may move in the
+next release.  So each one is a small named function (or alias) here, with what public
+behaviour it stands in for and the versions it was checked on; tests/test_tf_internals.py pins
+what the package relies on, so a release that moves one fails those tests first.  The rest of
+the core imports TensorFlow's public API only (`tensorflow_estimator`-era subclass overrides of
+v1 optimizers and heads in `compat/` and `canned/` are the documented subclass API, not this).
+
+Checked on TensorFlow 2.16 and 2.21 unless a comment says otherwise.
+"""
+import contextlib
+
+import tensorflow as tf
+# pylint: disable=g-direct-tensorflow-import,protected-access
+from tensorflow.python.client import pywrap_tf_session as _pywrap_tf_session
+from tensorflow.python.distribute import distribute_utils as _distribute_utils
+from tensorflow.python.framework import kernels as _kernels
+from tensorflow.python.framework import meta_graph as _meta_graph
+from tensorflow.python.lib.io import file_io as _file_io
+from tensorflow.python.ops import control_flow_util as _control_flow_util
+from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
+from tensorflow.python.saved_model.model_utils import export_output
+from tensorflow.python.saved_model.model_utils import export_utils
+from tensorflow.python.training import adam as _v1_adam
+from tensorflow.python.training import checkpoint_state_pb2 as _checkpoint_state_pb2
+from tensorflow.python.training import training_util as _training_util
+from tensorflow.python.training.saving import saveable_object_util as _saveable_object_util
+from tensorflow.python.util import deprecation as _deprecation
+
+_v1 = tf.compat.v1
+
+# --- Modules with no public export since tf.estimator left TensorFlow (2.16) ----------------
+
+# Imported above as `export_output`: `ExportOutput` and its subclasses (were
+# `tf.estimator.export.*`); as `export_utils`: the signature helpers (`get_export_outputs`,
+# `build_all_signature_defs`) and timestamped export directories.
+
+# The `CheckpointState` proto of the `checkpoint` state file (what
+# `tf.train.get_checkpoint_state` returns; the class itself is not exported).
+CheckpointState = _checkpoint_state_pb2.CheckpointState
+
+
+def atomic_write_string_to_file(path, text):
+  """Writes `text` to `path` through a temporary file and a rename (what the Saver's own state
+  file writer does; `tf.io.gfile` has no atomic write)."""
+  _file_io.atomic_write_string_to_file(path, text)
+
+
+# --- The global step --------------------------------------------------------------------
+
+# The collection holding the one cached read of the global step that hooks fetch.
+GLOBAL_STEP_READ_KEY = _training_util.GLOBAL_STEP_READ_KEY
+
+
+def global_step_read():
+  """The cached read of the global step that TensorFlow's own hooks fetch (the one
+  `cache_global_step_read` registers, else TensorFlow creates it), or None without a global
+  step.  Public stand-in: `tf.compat.v1.train.get_global_step().read_value()`, which would be a
+  second read, unordered with the first."""
+  return _training_util._get_or_create_global_step_read()
+
+
+# --- Graphs and ops ---------------------------------------------------------------------
+
+
+def control_outputs(op):
+  """The ops that have `op` as a control input (the reverse of `op.control_inputs`)."""
+  return op._control_outputs
+
+
+def add_control_inputs(op, inputs):
+  """Makes the already-built `op` wait for the ops `inputs`: `tf.control_dependencies` for an op
+  that exists (the public context manager only applies to ops built inside it)."""
+  op._add_control_inputs(inputs)
+
+
+def graph_function(graph, name):
+  """The function named `name` in `graph`'s library (or its outer graphs'), or None.  Public
+  stand-in: searching `graph.as_graph_def().library`, a copy of the whole graph per lookup."""
+  return graph._get_function(name)
+
+
+def registered_kernel_devices(op_type):
+  """The device types (`'CPU'`, `'XLA_CPU_JIT'`, ...) with a kernel registered for `op_type`."""
+  return [k.device_type for k in _kernels.get_registered_kernels_for_op(op_type).kernel]
+
+
+def enable_xla_cpu_auto_clustering():
+  """Lets sessions that ask for a jit level auto-cluster on CPU too (the process-wide switch
+  `TF_XLA_FLAGS=--tf_xla_cpu_global_jit` sets; read once, by the process's first session)."""
+  _pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(True)
+
+
+@contextlib.contextmanager
+def control_flow_v2():
+  """Builds while-loops and conds with control flow v2 inside the block whatever the global
+  toggle, then restores it exactly.  `tf.compat.v1.enable_control_flow_v2()` sets the same
+  switch, but there is no public reader of the switch itself to restore it
+  (`control_flow_v2_enabled()` also answers True inside any function graph)."""
+  saved = _control_flow_util.ENABLE_CONTROL_FLOW_V2
+  _control_flow_util.ENABLE_CONTROL_FLOW_V2 = True
+  try:
+    yield
+  finally:
+    _control_flow_util.ENABLE_CONTROL_FLOW_V2 = saved
+
+
+_OWN_PREFIX = '_tpu_estimator_'
+
+
+def graph_state(graph, name):
+  """Our state `name` kept on `graph` (None when unset).  State is kept as an attribute of the
+  graph so it lives and dies with it: a global map from graphs to values holding their
+  tensors would keep every graph alive.  Every name is prefixed `_tpu_estimator_`."""
+  return getattr(graph, _OWN_PREFIX + name, None)
+
+
+def set_graph_state(graph, name, value):
+  setattr(graph, _OWN_PREFIX + name, value)
+
+
+# --- Summaries --------------------------------------------------------------------------
+
+
+def summary_writer_initializers():
+  """The init ops of every TF2 summary writer created in the current graph (was
+  `tf.contrib.summary.summary_writer_initializer_op()`)."""
+  return _summary_ops_v2.summary_writer_initializer_op()
+
+
+def summary_op_of(summary_saver_hook):
+  """The summary op a `tf.compat.v1.train.SummarySaverHook` fetches when it saves (its
+  `summary_op`, else the merged `SUMMARIES` collection), or None."""
+  return summary_saver_hook._get_summary_op()
+
+
+class StepCounterHook(_v1.train.StepCounterHook):
+  """`tf.compat.v1.train.StepCounterHook` whose subclasses write their own rate: they override
+  `record(steps_per_sec, global_step)` (with `self.summary_writer`, None without one, and
+  `self.summary_tag`, `<global step name>/sec`) instead of the private `_log_and_record`.  It
+  stays a StepCounterHook, with TensorFlow's own timing."""
+
+  def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+    self.record(elapsed_steps / elapsed_time, global_step)
+
+  def record(self, steps_per_sec, global_step):
+    raise NotImplementedError
+
+  @property
+  def summary_writer(self):
+    return self._summary_writer
+
+  @property
+  def summary_tag(self):
+    return self._summary_tag
+
+
+# --- Savers and checkpoints -------------------------------------------------------------
+
+# A Saver's constructor options, as (attribute on the Saver, constructor argument).
+_SAVER_OPTIONS = (('_reshape', 'reshape'), ('_sharded', 'sharded'),
+                  ('_max_to_keep', 'max_to_keep'),
+                  ('_keep_checkpoint_every_n_hours', 'keep_checkpoint_every_n_hours'),
+                  ('_restore_sequentially', 'restore_sequentially'),
+                  ('_allow_empty', 'allow_empty'), ('_write_version', 'write_version'),
+                  ('_pad_step_number', 'pad_step_number'), ('_filename', 'filename'),
+                  ('_save_relative_paths', 'save_relative_paths'))
+
+
+def saver_var_list(saver):
+  """The `var_list` a `tf.compat.v1.train.Saver` was built with (a dict {checkpoint key:
+  variable} or a list), or None when it has none."""
+  return getattr(saver, '_var_list', None)
+
+
+def saver_options(saver):
+  """The keyword arguments (other than `var_list`) that rebuild `saver` with its options."""
+  return {arg: getattr(saver, attr) for attr, arg in _SAVER_OPTIONS if hasattr(saver, attr)}
+
+
+def save_slice_info(variable):
+  """The `Variable.SaveSliceInfo` (full name and shape) of one part of a partitioned variable,
+  or None for a whole variable."""
+  return getattr(variable, '_save_slice_info', None)
+
+
+def mirrored_saveables(variable):
+  """{name: saveable or factory(name)} saving and restoring a mirrored variable in every
+  replica's copy, as a name-based Saver does for one."""
+  return _saveable_object_util.saveable_objects_from_trackable(variable, tf1_saver=True)
+
+
+def meta_graph_def(graph_def, saver_def, graph):
+  """The MetaGraphDef of `graph` (its collections included) for TensorBoard's graph view:
+  `tf.compat.v1.train.export_meta_graph` without a file, minus the edits it makes to the
+  graph's collections (it may run on a writer thread while the graph trains)."""
+  return _meta_graph.create_meta_graph_def(graph_def=graph_def, saver_def=saver_def,
+                                           graph=graph)
+
+
+# --- Distribution -----------------------------------------------------------------------
+
+
+def is_distributed(variable):
+  """Whether `variable` is a mirrored (distributed) variable, with one copy per replica in
+  `.values`."""
+  return isinstance(variable, tf.distribute.DistributedValues) and hasattr(variable, 'values')
+
+
+def mirrored_of(variable):
+  """The mirrored variable that `variable` is one replica's copy of (None once that is gone),
+  else `variable` itself."""
+  container = getattr(variable, '_distributed_container', None)
+  return container() if callable(container) else variable
+
+
+def regroup(per_replica_values):
+  """One nest of `PerReplica` values from a list of per-replica nests (what
+  `strategy.run` does with its arguments)."""
+  return _distribute_utils.regroup(per_replica_values)
+
+
+def select_replica(index, structure):
+  """Replica `index`'s values of a nest of per-replica values (what
+  `strategy.experimental_local_results` does for one value)."""
+  return _distribute_utils.select_replica(index, structure)
+
+
+def estimator_loss_scaling(strategy):
+  """The context in which `strategy` (a MirroredStrategy) leaves losses unscaled by the number of
+  replicas in v1 optimizers, as it did under tf.estimator: gradients are then averaged."""
+  return strategy._scale_loss_for_estimator_enabled()
+
+
+# --- v1 Adam's fused update -------------------------------------------------------------
+
+
+def v1_adam_training_ops():
+  """The op module `tf.compat.v1.train.AdamOptimizer` builds its fused updates from
+  (`resource_apply_adam`, ...)."""
+  return _v1_adam.gen_training_ops
+
+
+def set_v1_adam_training_ops(ops):
+  """Replaces that module, for every v1 AdamOptimizer built afterwards."""
+  _v1_adam.gen_training_ops = ops
+
+
+# --- Deprecation notices ----------------------------------------------------------------
+
+
+def deprecation_notices_enabled():
+  """Whether TensorFlow prints its deprecation notices (`tf.compat.v1` calls, ...)."""
+  return _deprecation._PRINT_DEPRECATION_WARNINGS
+
+
+def set_deprecation_notices_enabled(enabled):
+  """Turns them on or off (`deprecation.silence()` does not restore the switch when its body
+  raises, nor when two threads are inside it)."""
+  _deprecation._PRINT_DEPRECATION_WARNINGS = enabled
