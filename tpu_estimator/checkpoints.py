@@ -12,8 +12,8 @@ import threading
 import uuid
 
 import tensorflow as tf
-from tensorflow.python.framework import meta_graph
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import checkpoint_state
 from tpu_estimator import errors
 from tpu_estimator import quiet
@@ -29,8 +29,7 @@ def cache_global_step_read(global_step):
   branches' inputs, and under a multi-worker strategy the initial value is a collective
   broadcast that only completes when every worker runs it: the chief would wait forever.
   """
-  from tensorflow.python.training import training_util  # pylint: disable=import-outside-toplevel
-  key = training_util.GLOBAL_STEP_READ_KEY
+  key = _tf_internals.GLOBAL_STEP_READ_KEY
   if not _v1.get_collection(key):
     value = global_step.values[0] if hasattr(global_step, 'values') else global_step
     _v1.add_to_collection(key, value.read_value())
@@ -83,7 +82,7 @@ def saveable_variables():
   variables = _v1.global_variables() + _v1.get_collection(_v1.GraphKeys.SAVEABLE_OBJECTS)
   components = set()
   for v in variables:
-    for part in getattr(v, 'values', ()) if hasattr(v, '_distribute_strategy') else ():
+    for part in v.values if _tf_internals.is_distributed(v) else ():
       components.add(id(part))
   seen, result = set(), []
   for v in variables:
@@ -120,8 +119,15 @@ def _graph_writer():
     return _writer_pool[0]
 
 
-class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
-  """TensorFlow's hook, with three differences.
+# The step `after_run` asks the timer about before reading the exact step: the fetched one was
+# read before the run, which may have run many steps (a device loop).
+_FAR_AHEAD = 1000000
+
+
+class _CheckpointSaverHook(_v1.train.SessionRunHook):
+  """Saves checkpoints every N steps or seconds (a `Saver` and a `SecondOrStepTimer`, the public
+  pieces of `tf.compat.v1.train.CheckpointSaverHook`): the same files, events, listener calls
+  and log lines as TensorFlow's hook, with three differences.
 
   It never rewrites an existing checkpoint in place.  At session start the hook saves the
   state at the current step; when training resumes, that checkpoint already exists, and
@@ -138,11 +144,31 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
   is written when `train()` returns; graph.pbtxt is replaced atomically.
   """
 
-  _graph_written = None
+  def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, scaffold=None,
+               listeners=None, save_graph_def=True):
+    _log.info('Create CheckpointSaverHook.')
+    self._checkpoint_dir = checkpoint_dir
+    self._save_path = os.path.join(checkpoint_dir, 'model.ckpt')
+    self._scaffold = scaffold
+    self._saver = None
+    self._timer = _v1.train.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+    self._listeners = listeners or []
+    self._save_graph_def = save_graph_def
+    self._graph_written = None
+    self._at_start = False
+    self._summary_writer = self._global_step = None
+
+  def begin(self):
+    self._summary_writer = _v1.summary.FileWriterCache.get(self._checkpoint_dir)
+    self._global_step = _tf_internals.global_step_read()
+    if self._global_step is None:
+      raise RuntimeError('Global step should be created to use CheckpointSaverHook.')
+    for listener in self._listeners:
+      listener.begin()
 
   def after_create_session(self, session, coord):
     del coord
-    global_step = session.run(self._global_step_tensor)
+    global_step = session.run(self._global_step)
     self._graph_written = _graph_writer().submit(self._write_graph, _v1.get_default_graph())
     self._at_start = True
     try:
@@ -150,6 +176,43 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
     finally:
       self._at_start = False
     self._timer.update_last_triggered_step(global_step)
+
+  def before_run(self, run_context):
+    del run_context
+    return _v1.train.SessionRunArgs(self._global_step)
+
+  def after_run(self, run_context, run_values):
+    if not self._timer.should_trigger_for_step(run_values.results + _FAR_AHEAD):
+      return
+    global_step = run_context.session.run(self._global_step)
+    if self._timer.should_trigger_for_step(global_step):
+      self._timer.update_last_triggered_step(global_step)
+      if self._save(run_context.session, global_step):
+        run_context.request_stop()
+
+  def end(self, session):
+    if self._graph_written is not None:
+      self._graph_written.result()  # raises what the writer raised
+      self._graph_written = None
+    last_step = session.run(self._global_step)
+    if last_step != self._timer.last_triggered_step():
+      self._save(session, last_step)
+    for listener in self._listeners:
+      listener.end(session, last_step)
+
+  def _get_saver(self):
+    """The scaffold's Saver, else the one Saver of the graph's SAVERS collection."""
+    if self._saver is not None:
+      return self._saver
+    if self._scaffold is not None:
+      return self._scaffold.saver
+    savers = _v1.get_collection(_v1.GraphKeys.SAVERS)
+    if len(savers) != 1:
+      raise RuntimeError(
+          'The checkpoint saver needs exactly one Saver in the SAVERS collection. Received: %d '
+          'Savers. Add one to the collection, or return a Scaffold(saver=...).' % len(savers))
+    self._saver = savers[0]
+    return self._saver
 
   def _write_graph(self, graph):
     graph_def = graph.as_graph_def(add_shapes=True)
@@ -160,18 +223,14 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
                          os.path.join(self._checkpoint_dir, 'graph.pbtxt'), overwrite=True)
     saver = self._get_saver()
     with quiet.internal_calls():  # notes about the replicas' variables in collections
-      meta_graph_def = meta_graph.create_meta_graph_def(
+      meta_graph_def = _tf_internals.meta_graph_def(
           graph_def=graph_def, saver_def=saver.saver_def if saver else None, graph=graph)
     self._summary_writer.add_graph(graph)
     self._summary_writer.add_meta_graph(meta_graph_def)
 
-  def end(self, session):
-    if self._graph_written is not None:
-      self._graph_written.result()  # raises what the writer raised
-      self._graph_written = None
-    super().end(session)
-
   def _save(self, session, step):
+    """Saves the state at `step` (or keeps an intact checkpoint of it at session start);
+    whether a listener asked to stop training."""
     prefix = '%s-%d' % (self._save_path, step)
     if not (self._at_start and tf.io.gfile.exists(prefix + '.index') and
             checkpoint_state.problem(prefix) is None):
@@ -184,17 +243,15 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
     stops = [listener.after_save(session, step) for listener in self._listeners]
     return any(stops)
 
-  _at_start = False
-
   def _save_new(self, session, step, prefix):
-    """TensorFlow's save, except that the state file never goes back to an older step (a
+    """Writes the checkpoint, except that the state file never goes back to an older step (a
     second trainer forced onto the model_dir may have written a newer one)."""
     state, _ = checkpoint_state.read_state(self._checkpoint_dir)
     newer = state is not None and \
         (checkpoint_state.step_of(state.model_checkpoint_path) or -1) > step
     if not newer:
       with quiet.internal_calls():  # Saver's own deprecated helpers
-        return super()._save(session, step)
+        return self._write(session, step)
     _log.warning('Not naming checkpoint %s the latest in the `checkpoint` state file: it names '
                  'a newer one, %s (another trainer writes this model_dir).', prefix,
                  state.model_checkpoint_path)
@@ -203,6 +260,25 @@ class _CheckpointSaverHook(_v1.train.CheckpointSaverHook):
     self._get_saver().save(session, self._save_path, global_step=step, write_meta_graph=False,
                            write_state=False)
     return any([listener.after_save(session, step) for listener in self._listeners])
+
+  def _write(self, session, step):
+    """A checkpoint at `step`, its event for TensorBoard, the listeners around it (all of them
+    hear of it even when one asks to stop)."""
+    _log.info('Calling checkpoint listeners before saving checkpoint %d...', step)
+    for listener in self._listeners:
+      listener.before_save(session, step)
+    _log.info('Saving checkpoints for %d into %s.', step, self._save_path)
+    self._get_saver().save(session, self._save_path, global_step=step,
+                           write_meta_graph=self._save_graph_def)
+    self._summary_writer.add_session_log(
+        _v1.SessionLog(status=_v1.SessionLog.CHECKPOINT, checkpoint_path=self._save_path), step)
+    _log.info('Calling checkpoint listeners after saving checkpoint %d...', step)
+    stops = [listener.after_save(session, step) for listener in self._listeners]
+    for listener, stop in zip(self._listeners, stops):
+      if stop:
+        _log.info('A CheckpointSaverListener requested that training be stopped. listener: %s',
+                  listener)
+    return any(stops)
 
 
 def saver_hook(model_dir, config, scaffold, listeners):
@@ -347,17 +423,17 @@ def check_shapes(checkpoint_path, reported_path=None, saver=None):
   the graph's Saver restores has another shape in the checkpoint.  (Restoring a resource
   variable assigns without a shape check: the model then silently runs with the saved shape.)"""
   savers = [saver] if saver is not None else _v1.get_collection(_v1.GraphKeys.SAVERS)
-  if not savers or not hasattr(savers[0], '_var_list'):
+  var_list = _tf_internals.saver_var_list(savers[0]) if savers else None
+  if var_list is None:
     return
   try:
     saved = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
   except (tf.errors.OpError, ValueError):
     return  # unreadable: the restore reports it
-  var_list = savers[0]._var_list  # pylint: disable=protected-access
   items = var_list.items() if isinstance(var_list, dict) else [(None, v) for v in var_list]
   wrong = []
   for key, var in items:
-    info = getattr(var, '_save_slice_info', None)
+    info = _tf_internals.save_slice_info(var)
     try:
       if key is None:
         key = info.full_name if info else var.op.name
