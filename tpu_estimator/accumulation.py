@@ -23,12 +23,13 @@ import threading
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 _Optimizer = _v1.train.Optimizer
 _ORIGINAL_APPLY = _Optimizer.apply_gradients
-_STATE_ATTR = '_tpu_estimator_accumulation'
+_STATE = 'accumulation'  # our state on the graph being built
 _install_lock = threading.Lock()
 
 
@@ -48,7 +49,7 @@ def _root_graph():
 def _apply_gradients(self, grads_and_vars, global_step=None, name=None):
   """`Optimizer.apply_gradients`, accumulating instead while a micro-step is built (a state on
   the graph being built: other graphs and threads see the original)."""
-  state = getattr(_root_graph(), _STATE_ATTR, None)
+  state = _tf_internals.graph_state(_root_graph(), _STATE)
   if state is None or not state.building:
     return _ORIGINAL_APPLY(self, grads_and_vars, global_step=global_step, name=name)
   return state.accumulate(self, grads_and_vars, global_step, name)
@@ -149,7 +150,7 @@ class Accumulation:
     `fn` on every replica (→ the list of their results).  Returns the mean of the micro-batch losses, after the update."""
     _install()
     root = _root_graph()
-    setattr(root, _STATE_ATTR, self)
+    _tf_internals.set_graph_state(root, _STATE, self)
 
     def body(i, total):
       self.building = True
@@ -164,7 +165,7 @@ class Accumulation:
       _, total = tf.while_loop(lambda i, _: i < self.steps, body,
                                (tf.constant(0), tf.constant(0.0)), parallel_iterations=1)
     finally:
-      setattr(root, _STATE_ATTR, None)
+      _tf_internals.set_graph_state(root, _STATE, None)
     applied = apply_step(lambda: self.apply(total))
     with tf.control_dependencies(applied):
       return tf.identity(total / float(self.steps))

@@ -15,8 +15,8 @@ import re
 
 import tensorflow as tf
 from google.protobuf import text_format
-from tensorflow.python.lib.io import file_io
-from tensorflow.python.training import checkpoint_state_pb2
+
+from tpu_estimator import _tf_internals
 
 _log = tf.get_logger()
 _STATE_FILE = 'checkpoint'
@@ -42,7 +42,7 @@ def read_state(model_dir):
       return None, None
     with tf.io.gfile.GFile(path, 'r') as f:
       text = f.read()
-    state = text_format.Parse(text, checkpoint_state_pb2.CheckpointState())
+    state = text_format.Parse(text, _tf_internals.CheckpointState())
   except (tf.errors.OpError, text_format.ParseError, UnicodeDecodeError, ValueError) as e:
     return None, '%s: %s' % (type(e).__name__, str(e)[:200])
   if not state.model_checkpoint_path:
@@ -159,15 +159,15 @@ def candidates(model_dir):
 def _write_state(model_dir, latest, others):
   """The state file naming `latest` and `others` (oldest first), written atomically, with
   paths relative to the model_dir as the default Saver writes them."""
-  state = checkpoint_state_pb2.CheckpointState()
+  state = _tf_internals.CheckpointState()
   rel = lambda p: os.path.relpath(p, model_dir) if not _is_remote(p) else p
   state.model_checkpoint_path = rel(latest)
   for p in others + [latest]:
     state.all_model_checkpoint_paths.append(rel(p))
     state.all_model_checkpoint_timestamps.append(tf.io.gfile.stat(p + '.index').mtime_nsec / 1e9)
   state.last_preserved_timestamp = state.all_model_checkpoint_timestamps[0]
-  file_io.atomic_write_string_to_file(os.path.join(model_dir, _STATE_FILE),
-                                      text_format.MessageToString(state))
+  _tf_internals.atomic_write_string_to_file(os.path.join(model_dir, _STATE_FILE),
+                                            text_format.MessageToString(state))
 
 
 def corrupt_error(checkpoint_path, wrong, intact=None):

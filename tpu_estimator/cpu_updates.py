@@ -29,9 +29,8 @@ import contextlib
 import threading
 
 import tensorflow as tf
-from tensorflow.python.ops import gen_training_ops
-from tensorflow.python.ops import resource_variable_ops
-from tensorflow.python.training import adam as _v1_adam
+
+from tpu_estimator import _tf_internals
 
 MIN_ELEMENTS = 256  # between the measured crossover sizes above
 MAX_ELEMENTS = 49152
@@ -44,9 +43,11 @@ def _graph_cache():
   """A dict kept on the current graph, so it lives and dies with it (a global map from graphs
   to their tensors would keep every graph alive)."""
   graph = tf.compat.v1.get_default_graph()
-  if not hasattr(graph, '_tpu_estimator_adam_cache'):
-    graph._tpu_estimator_adam_cache = {}  # pylint: disable=protected-access
-  return graph._tpu_estimator_adam_cache  # pylint: disable=protected-access
+  cache = _tf_internals.graph_state(graph, 'adam_cache')
+  if cache is None:
+    cache = {}
+    _tf_internals.set_graph_state(graph, 'adam_cache', cache)
+  return cache
 
 
 def _enabled():
@@ -81,34 +82,36 @@ def _elementwise_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta
   dtype = grad.dtype.base_dtype
   lr_t, one_minus_beta1, one_minus_beta2 = _coefficients(
       var.device, beta1_power, beta2_power, lr, beta1, beta2)
-  m_old = resource_variable_ops.read_variable_op(m, dtype)
-  v_old = resource_variable_ops.read_variable_op(v, dtype)
+  m_old = tf.raw_ops.ReadVariableOp(resource=m, dtype=dtype)
+  v_old = tf.raw_ops.ReadVariableOp(resource=v, dtype=dtype)
   m_t = m_old + (grad - m_old) * one_minus_beta1
   v_t = v_old + (tf.square(grad) - v_old) * one_minus_beta2
-  slots = [resource_variable_ops.assign_variable_op(m, m_t),
-           resource_variable_ops.assign_variable_op(v, v_t)]
+  slots = [tf.raw_ops.AssignVariableOp(resource=m, value=m_t),
+           tf.raw_ops.AssignVariableOp(resource=v, value=v_t)]
   with tf.control_dependencies(slots):
-    return resource_variable_ops.assign_sub_variable_op(
-        var, lr_t * m_t / (tf.sqrt(v_t) + epsilon))
+    return tf.raw_ops.AssignSubVariableOp(resource=var,
+                                          value=lr_t * m_t / (tf.sqrt(v_t) + epsilon))
 
 
 class _TrainingOps:
-  """Stands in for `gen_training_ops` in TensorFlow's adam module: every op is the original
-  except `resource_apply_adam` for small variables while `elementwise_adam()` is active (in
-  this thread)."""
+  """Stands in for the op module of TensorFlow's v1 Adam (`_tf_internals.v1_adam_training_ops`):
+  every op is the original's except `resource_apply_adam` for small variables while
+  `elementwise_adam()` is active (in this thread)."""
+
+  def __init__(self, original):
+    self._original = original
 
   def __getattr__(self, name):
-    return getattr(gen_training_ops, name)
+    return getattr(self._original, name)
 
-  @staticmethod
-  def resource_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
+  def resource_apply_adam(self, var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
                           grad, use_locking=False, use_nesterov=False, name=None):
     size = grad.shape.num_elements()
     if (_enabled() and not use_locking and not use_nesterov and size is not None and
         MIN_ELEMENTS < size <= MAX_ELEMENTS and _small_model()):
       return _elementwise_apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2,
                                      epsilon, grad)
-    return gen_training_ops.resource_apply_adam(
+    return self._original.resource_apply_adam(
         var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
         use_locking=use_locking, use_nesterov=use_nesterov, name=name)
 
@@ -118,8 +121,9 @@ _install_lock = threading.Lock()
 
 def _install():
   with _install_lock:
-    if not isinstance(_v1_adam.gen_training_ops, _TrainingOps):
-      _v1_adam.gen_training_ops = _TrainingOps()
+    current = _tf_internals.v1_adam_training_ops()
+    if not isinstance(current, _TrainingOps):
+      _tf_internals.set_v1_adam_training_ops(_TrainingOps(current))
 
 
 @contextlib.contextmanager

@@ -10,7 +10,8 @@ The loops are control flow v2 even where `tf.compat.v1.disable_v2_behavior()` tu
 import functools
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util as _control_flow_util
+
+from tpu_estimator import _tf_internals
 
 
 def _control_flow_v2(fn):
@@ -19,12 +20,8 @@ def _control_flow_v2(fn):
 
   @functools.wraps(fn)
   def wrapper(*args, **kwargs):
-    saved = _control_flow_util.ENABLE_CONTROL_FLOW_V2
-    _control_flow_util.ENABLE_CONTROL_FLOW_V2 = True
-    try:
+    with _tf_internals.control_flow_v2():
       return fn(*args, **kwargs)
-    finally:
-      _control_flow_util.ENABLE_CONTROL_FLOW_V2 = saved
 
   return wrapper
 

@@ -25,6 +25,7 @@ import uuid
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 from tpu_estimator import replication
 
@@ -241,8 +242,7 @@ class _StepAfterRun:
   """
 
   def begin(self):
-    from tensorflow.python.training import training_util  # pylint: disable=import-outside-toplevel
-    self._read = training_util._get_or_create_global_step_read()  # pylint: disable=protected-access
+    self._read = _tf_internals.global_step_read()
     if self._read is None:
       raise RuntimeError('Early stopping needs a global step in the training graph.')
     self._variable = _v1.train.get_global_step()

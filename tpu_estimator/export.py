@@ -11,19 +11,18 @@ import os
 import shutil
 
 import tensorflow as tf
-from tensorflow.python.saved_model.model_utils import export_output as _export_output
-from tensorflow.python.saved_model.model_utils import export_utils as _export_utils
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import checkpoints
 from tpu_estimator import errors
 from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 
-ExportOutput = _export_output.ExportOutput
-PredictOutput = _export_output.PredictOutput
-ClassificationOutput = _export_output.ClassificationOutput
-RegressionOutput = _export_output.RegressionOutput
+ExportOutput = _tf_internals.export_output.ExportOutput
+PredictOutput = _tf_internals.export_output.PredictOutput
+ClassificationOutput = _tf_internals.export_output.ClassificationOutput
+RegressionOutput = _tf_internals.export_output.RegressionOutput
 
 _SINGLE_FEATURE_KEY = 'feature'
 _SINGLE_RECEIVER_KEY = 'input'
@@ -130,7 +129,7 @@ def call_receiver_fn(serving_input_receiver_fn):
 
 def export_outputs_of(spec):
   """The spec's export outputs, `serving_default` from its predictions when none are given."""
-  return _export_utils.get_export_outputs(spec.export_outputs, spec.predictions)
+  return _tf_internals.export_utils.get_export_outputs(spec.export_outputs, spec.predictions)
 
 
 def signature_defs(receiver, export_outputs):
@@ -140,7 +139,7 @@ def signature_defs(receiver, export_outputs):
   exported with a raw receiver keeps its `predict` signature).  No signature at all is an
   error."""
   with quiet.internal_calls():  # TF1 signature utilities, deprecated inside TensorFlow
-    signatures = _export_utils.build_all_signature_defs(
+    signatures = _tf_internals.export_utils.build_all_signature_defs(
         receiver.receiver_tensors, export_outputs, receiver.receiver_tensors_alternatives,
         serving_only=True)
   if not signatures:
@@ -168,8 +167,8 @@ def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra
     raise errors.type_error('`assets_extra` must be a dict {destination: source path}.',
                             assets_extra=assets_extra)
   base_existed = tf.io.gfile.exists(export_dir_base)
-  export_dir = _export_utils.get_timestamped_export_dir(export_dir_base)
-  temp_dir = _export_utils.get_temp_export_dir(export_dir)
+  export_dir = _tf_internals.export_utils.get_timestamped_export_dir(export_dir_base)
+  temp_dir = _tf_internals.export_utils.get_temp_export_dir(export_dir)
   try:
     builder = _v1.saved_model.Builder(temp_dir)
     for index, (tags, build) in enumerate(metagraphs):

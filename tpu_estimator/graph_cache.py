@@ -29,6 +29,7 @@ import weakref
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import device_loop
 
 _v1 = tf.compat.v1
@@ -86,7 +87,7 @@ def _stateful_op(graph, roots):
     if name in done:
       continue
     done.add(name)
-    function = graph._get_function(name)  # pylint: disable=protected-access
+    function = _tf_internals.graph_function(graph, name)
     if function is None:
       return 'unknown function %s' % name
     definition = function.cached_definition if hasattr(function, 'cached_definition') else \
@@ -95,7 +96,7 @@ def _stateful_op(graph, roots):
       if _keeps_state(node.op):
         return node.op
       functions.extend(_function_names(node.attr))
-      if graph._get_function(node.op) is not None:  # pylint: disable=protected-access
+      if _tf_internals.graph_function(graph, node.op) is not None:
         functions.append(node.op)
   return None
 

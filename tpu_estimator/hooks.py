@@ -5,6 +5,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -168,7 +169,7 @@ class LoopSummarySaverHook(_v1.train.SummarySaverHook):
 
   def before_run(self, run_context):
     args = super().before_run(run_context)
-    summary_op = self._get_summary_op()
+    summary_op = _tf_internals.summary_op_of(self)
     if summary_op is not None and 'summary' not in args.fetches:
       args.fetches['summary'] = summary_op
     return args

@@ -7,10 +7,9 @@ by name (dict).  `host_call` summaries, TF1 (`tf.compat.v1.summary.*`, returned 
 or TF2 (`tf.summary.*`), are written to the model_dir by a TF2 summary writer.
 """
 import tensorflow as tf
-from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
-from tpu_estimator import specs
 
 _v1 = tf.compat.v1
 
@@ -20,17 +19,6 @@ def call_host_fn(fn, tensors):
   if isinstance(tensors, dict):
     return fn(**tensors)
   return fn(*tensors)
-
-
-def call_metric_fn(metric_fn, tensors):
-  """`metric_fn` over the host tensors; checks it returned {name: (value, update_op)}."""
-  result = call_host_fn(metric_fn, tensors)
-  if not isinstance(result, dict):
-    raise errors.type_error(
-        'The metric_fn of `eval_metrics` must return a dict {name: (value, update_op)}.',
-        'Return e.g. {"accuracy": tf.compat.v1.metrics.accuracy(labels, predictions)}.',
-        metric_fn_returned=result)
-  return specs.check_metric_ops(result)
 
 
 def check_batch_major(name, tensors):
@@ -121,7 +109,7 @@ class _WriterHook(_v1.train.SessionRunHook):
     # Also the writers a host_call created itself (`tf.summary.create_file_writer` inside it,
     # as TPU programs did): the original's host-call hook initialised every writer too.
     own = self._init[0]
-    self._init = [own] + [op for op in _summary_ops_v2.summary_writer_initializer_op()
+    self._init = [own] + [op for op in _tf_internals.summary_writer_initializers()
                           if op is not own]
 
   def after_create_session(self, session, coord):
@@ -154,7 +142,7 @@ def host_call_op(host_call, writer, step, every_n_steps=1):
     # Leave no v1 summary behind for merge_all: it was written here.
     collection = graph.get_collection_ref(_v1.GraphKeys.SUMMARIES)
     collection[:] = before
-    ops.extend(_v1.summary.all_v2_summary_ops()[len(before_v2):] if before_v2 is not None else [])
+    ops.extend(_v1.summary.all_v2_summary_ops()[len(before_v2):])
   return tf.group(*ops)
 
 

@@ -20,6 +20,7 @@ graphs marked by `keras_naming.names()` only (Keras elsewhere is untouched):
 """
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import keras_naming
 
 _v1 = tf.compat.v1
@@ -51,7 +52,7 @@ def _to_local(variable):
   if variable is None:
     return
   moved = {id(variable)} | {id(part) for part in getattr(variable, 'values', ())
-                            if hasattr(variable, '_distribute_strategy')}
+                            if _tf_internals.is_distributed(variable)}
   graphs = {id(g): g for g in (_v1.get_default_graph(),
                                keras_naming.root_graph(_v1.get_default_graph()))}
   for graph in graphs.values():

@@ -28,9 +28,10 @@ import sys
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 
-_STATE_ATTR = '_tpu_estimator_keras_names'
+_STATE = 'keras_names'  # our state on a graph that model_fn builds
 _CARRIED = ('dtype_policy',)  # Keras' thread-local settings a replica thread must also see
 _patched = []
 
@@ -59,10 +60,10 @@ def _root(graph):
 
 def _state_of(graph, create=False):
   root = _root(graph)
-  state = getattr(root, _STATE_ATTR, None)
+  state = _tf_internals.graph_state(root, _STATE)
   if state is None and create:
     state = _GraphNames()
-    setattr(root, _STATE_ATTR, state)
+    _tf_internals.set_graph_state(root, _STATE, state)
   return state
 
 

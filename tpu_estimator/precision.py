@@ -22,11 +22,13 @@ import threading
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
+
 _v1 = tf.compat.v1
 _Optimizer = _v1.train.Optimizer
 _LossScaleOptimizer = _v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 POLICIES = {'mixed_bfloat16': tf.bfloat16, 'mixed_float16': tf.float16}
-_STATE_ATTR = '_tpu_estimator_precision'
+_STATE = 'precision'  # our state on the graph being built
 _install_lock = threading.Lock()
 _ORIGINAL = {}
 
@@ -84,7 +86,7 @@ class _Float16State:
 
 def _intercepted(method):
   def call(self, *args, **kwargs):
-    state = getattr(_root_graph(), _STATE_ATTR, None)
+    state = _tf_internals.graph_state(_root_graph(), _STATE)
     if state is None:
       return _ORIGINAL[method](self, *args, **kwargs)
     return getattr(state.wrapper(self), method)(*args, **kwargs)
@@ -150,8 +152,8 @@ def scope(config):
   if policy == 'mixed_float16':
     _install()
     # Kept for the graph's life: every graph is built for one call under one config.
-    if getattr(root, _STATE_ATTR, None) is None:
-      setattr(root, _STATE_ATTR, _Float16State())
+    if _tf_internals.graph_state(root, _STATE) is None:
+      _tf_internals.set_graph_state(root, _STATE, _Float16State())
   with _v1.variable_scope(_v1.get_variable_scope(), custom_getter=_getter(dtype),
                           auxiliary_name_scope=False), _keras_policy(policy):
     yield dtype

@@ -15,6 +15,8 @@ import time
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
+
 _v1 = tf.compat.v1
 _log = tf.get_logger()
 
@@ -267,7 +269,7 @@ def _flat(value):
     return [value]
 
 
-class ExamplesPerSecondHook(_v1.train.StepCounterHook):
+class ExamplesPerSecondHook(_tf_internals.StepCounterHook):
   """Writes `examples/sec` (global_step/sec * `batch_size`, the global batch) every
   `every_n_steps` steps (or `every_n_secs`) to `output_dir`'s summary writer
   (`FileWriterCache.get(output_dir)`) and logs it at INFO, as the original TPUEstimator did.
@@ -285,15 +287,14 @@ class ExamplesPerSecondHook(_v1.train.StepCounterHook):
     self._batch_size = batch_size
     self._write_steps_per_sec = steps_per_sec
 
-  def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
-    steps_per_sec = elapsed_steps / elapsed_time
+  def record(self, steps_per_sec, global_step):
     examples_per_sec = steps_per_sec * self._batch_size
-    if self._summary_writer is not None:
+    if self.summary_writer is not None:
       summary = _v1.Summary()
       if self._write_steps_per_sec:
-        summary.value.add(tag=self._summary_tag, simple_value=steps_per_sec)
+        summary.value.add(tag=self.summary_tag, simple_value=steps_per_sec)
       summary.value.add(tag='examples/sec', simple_value=examples_per_sec)
-      self._summary_writer.add_summary(summary, global_step)
+      self.summary_writer.add_summary(summary, global_step)
     if self._write_steps_per_sec:
-      _log.info('%s: %g', self._summary_tag, steps_per_sec)
+      _log.info('%s: %g', self.summary_tag, steps_per_sec)
     _log.info('examples/sec: %g', examples_per_sec)

@@ -11,7 +11,8 @@ import contextlib
 import logging
 import threading
 
-from tensorflow.python.util import deprecation as _deprecation
+from tpu_estimator import _tf_internals
+
 
 # Messages TensorFlow logs about collections it cannot serialise into a MetaGraphDef (the
 # replicas' MirroredVariables in `global_step`, `variables`, ...).  They change nothing: the
@@ -44,8 +45,8 @@ def internal_calls():
     _depth += 1
     if _depth == 1:
       logger.addFilter(_filter)
-      _printing_before = _deprecation._PRINT_DEPRECATION_WARNINGS  # pylint: disable=protected-access
-      _deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+      _printing_before = _tf_internals.deprecation_notices_enabled()
+      _tf_internals.set_deprecation_notices_enabled(False)
   try:
     yield
   finally:
@@ -53,4 +54,4 @@ def internal_calls():
       _depth -= 1
       if _depth == 0:
         logger.removeFilter(_filter)
-        _deprecation._PRINT_DEPRECATION_WARNINGS = _printing_before  # pylint: disable=protected-access
+        _tf_internals.set_deprecation_notices_enabled(_printing_before)

@@ -15,8 +15,8 @@ import contextlib
 import logging
 
 import tensorflow as tf
-from tensorflow.python.distribute import distribute_utils
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 from tpu_estimator import gpus as gpus_lib
 from tpu_estimator import keras_naming
@@ -94,7 +94,7 @@ class Replicas:
     """
     if self.strategy is None:
       return [fn(*per_replica_args[0])]
-    values = distribute_utils.regroup([tuple(args) for args in per_replica_args])
+    values = _tf_internals.regroup([tuple(args) for args in per_replica_args])
     settings = keras_naming.thread_settings()
 
     def call(args):
@@ -102,11 +102,11 @@ class Replicas:
         return fn(*args)
 
     with self.strategy.scope(), \
-        self.strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access
+        _tf_internals.estimator_loss_scaling(self.strategy):
       # Not through autograph: model_fn runs as written, and its errors keep their messages.
       out = self.strategy.extended.call_for_each_replica(
           tf.autograph.experimental.do_not_convert(call), args=(values,))
-    return [distribute_utils.select_replica(i, out) for i in range(self.local_replicas)]
+    return [_tf_internals.select_replica(i, out) for i in range(self.local_replicas)]
 
   def primary(self, variable):
     """The first replica's copy of a (possibly mirrored) variable."""

@@ -16,19 +16,11 @@ graph the session runs.  Two patterns of the TPU era then restore the wrong valu
 options, each mirrored variable restored into every replica's copy.  Any other Saver is kept.
 """
 import tensorflow as tf
-from tensorflow.python.training.saving import saveable_object_util
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import checkpoints
 
 _v1 = tf.compat.v1
-
-# Saver options carried to the rebuilt one: (attribute on the Saver, argument name).
-_OPTIONS = (('_reshape', 'reshape'), ('_sharded', 'sharded'), ('_max_to_keep', 'max_to_keep'),
-            ('_keep_checkpoint_every_n_hours', 'keep_checkpoint_every_n_hours'),
-            ('_restore_sequentially', 'restore_sequentially'),
-            ('_allow_empty', 'allow_empty'), ('_write_version', 'write_version'),
-            ('_pad_step_number', 'pad_step_number'), ('_filename', 'filename'),
-            ('_save_relative_paths', 'save_relative_paths'))
 
 
 def _has_op(graph, name):
@@ -41,13 +33,8 @@ def _has_op(graph, name):
 
 def _distributed(variable):
   """The mirrored variable `variable` is, or is one replica's copy of; else None."""
-  container = getattr(variable, '_distributed_container', None)
-  if callable(container):
-    variable = container()
-  if variable is not None and hasattr(variable, '_distribute_strategy') and \
-      hasattr(variable, 'values'):
-    return variable
-  return None
+  variable = _tf_internals.mirrored_of(variable)
+  return variable if _tf_internals.is_distributed(variable) else None
 
 
 def _whole(name, variable):
@@ -56,7 +43,7 @@ def _whole(name, variable):
   mirrored = _distributed(variable)
   if mirrored is None:
     return variable
-  factories = saveable_object_util.saveable_objects_from_trackable(mirrored, tf1_saver=True)
+  factories = _tf_internals.mirrored_saveables(mirrored)
   if len(factories) != 1:
     return variable
   factory = next(iter(factories.values()))
@@ -65,7 +52,7 @@ def _whole(name, variable):
 
 def _var_list(saver):
   """The rebuilt Saver's var_list, or None when `saver` needs no rebuilding for it."""
-  var_list = getattr(saver, '_var_list', None)
+  var_list = _tf_internals.saver_var_list(saver)
   if not isinstance(var_list, dict):
     return var_list
   return {name: _whole(name, variable) if not isinstance(variable, (list, tuple)) else variable
@@ -77,7 +64,7 @@ def _needs_rebuild(saver, body_graph, graph):
   if restore_op and body_graph is not None and body_graph is not graph and \
       _has_op(body_graph, restore_op) and not _has_op(graph, restore_op):
     return True  # built in the loop body: the session cannot run its ops
-  var_list = getattr(saver, '_var_list', None)
+  var_list = _tf_internals.saver_var_list(saver)
   return isinstance(var_list, dict) and any(
       _distributed(v) is not None for v in var_list.values()
       if not isinstance(v, (list, tuple)))
@@ -90,7 +77,7 @@ def for_session(scaffold, body_graph):
   graph = _v1.get_default_graph()
   if not isinstance(saver, _v1.train.Saver) or not _needs_rebuild(saver, body_graph, graph):
     return scaffold
-  options = {arg: getattr(saver, attr) for attr, arg in _OPTIONS if hasattr(saver, attr)}
+  options = _tf_internals.saver_options(saver)
   var_list = _var_list(saver)
   if isinstance(var_list, (list, tuple)):
     chosen = {id(v) for v in var_list}

@@ -9,10 +9,10 @@ import collections
 import inspect
 
 import tensorflow as tf
-from tensorflow.python.saved_model.model_utils import export_output as _export_output
-from tensorflow.python.saved_model.model_utils import export_utils as _export_utils
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
+from tpu_estimator import host_calls
 
 _v1 = tf.compat.v1
 
@@ -105,12 +105,24 @@ def check_metric_ops(eval_metric_ops):
   return dict(eval_metric_ops)
 
 
+def call_metric_fn(metric_fn, tensors):
+  """`metric_fn` (of `eval_metrics`) over the host tensors; checks it returned {name: (value,
+  update_op)}."""
+  result = host_calls.call_host_fn(metric_fn, tensors)
+  if not isinstance(result, dict):
+    raise errors.type_error(
+        'The metric_fn of `eval_metrics` must return a dict {name: (value, update_op)}.',
+        'Return e.g. {"accuracy": tf.compat.v1.metrics.accuracy(labels, predictions)}.',
+        metric_fn_returned=result)
+  return check_metric_ops(result)
+
+
 def _check_export_output_types(export_outputs):
   if export_outputs is not None:
     if not isinstance(export_outputs, dict):
       raise errors.type_error('`export_outputs` must be a dict.', export_outputs=export_outputs)
     for key, value in export_outputs.items():
-      if not isinstance(value, _export_output.ExportOutput):
+      if not isinstance(value, _tf_internals.export_output.ExportOutput):
         raise errors.type_error(
             'Values in `export_outputs` must be ExportOutput objects '
             '(PredictOutput, ClassificationOutput, RegressionOutput).', key=key, value=value)
@@ -120,7 +132,7 @@ def _check_export_outputs(export_outputs, predictions, mode):
   if mode != ModeKeys.PREDICT:
     return export_outputs
   _check_export_output_types(export_outputs)
-  return _export_utils.get_export_outputs(export_outputs, predictions)
+  return _tf_internals.export_utils.get_export_outputs(export_outputs, predictions)
 
 
 class EstimatorSpec(
@@ -242,10 +254,9 @@ class TPUEstimatorSpec(
 
   def as_estimator_spec(self):
     """The equivalent `EstimatorSpec` on one device: host functions are called in place."""
-    from tpu_estimator import host_calls  # host_calls depends on specs, not the reverse.
     eval_metric_ops = None
     if self.eval_metrics is not None:
-      eval_metric_ops = host_calls.call_metric_fn(*self.eval_metrics)
+      eval_metric_ops = call_metric_fn(*self.eval_metrics)
     scaffold = self.scaffold_fn() if self.scaffold_fn else None
     host_hooks = []
     if self.host_call is not None:

@@ -9,8 +9,8 @@ on the host (padding rows dropped), and training runs inside a device loop.
 import collections
 
 import tensorflow as tf
-from tensorflow.python.training import training_util
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import accumulation
 from tpu_estimator import cpu_updates
 from tpu_estimator import device_loop
@@ -134,7 +134,7 @@ def build_train(plan, model_fn, host_input, global_step):
   # before the step's update (unordered, a loaded machine sometimes ran it after, and hooks
   # acted one step late); so must model_fn's own reads, as in the device loop.
   _global_step_reads_first(_v1.get_default_graph().get_operations()[start:], global_step,
-                           _v1.get_collection(training_util.GLOBAL_STEP_READ_KEY))
+                           _v1.get_collection(_tf_internals.GLOBAL_STEP_READ_KEY))
   spec_hooks = list(spec.training_hooks)
   if isinstance(spec, specs.TPUEstimatorSpec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
@@ -194,7 +194,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
   # loop must not start before it was read.
-  step_read = _v1.get_collection(training_util.GLOBAL_STEP_READ_KEY)
+  step_read = _v1.get_collection(_tf_internals.GLOBAL_STEP_READ_KEY)
   with plan.replicas.scope(), tf.control_dependencies(step_read), \
       cpu_updates.elementwise_adam(active=plan.replicas.on_cpu):
     steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
@@ -245,10 +245,10 @@ def _global_step_reads_first(ops, global_step, extra_reads=()):
       continue
     after.add(op.name)
     stack.extend(c for t in op.outputs for c in t.consumers())
-    stack.extend(op._control_outputs)  # pylint: disable=protected-access
+    stack.extend(_tf_internals.control_outputs(op))
   before = [op for op in reads if op.name not in after] + [t.op for t in extra_reads]
   for update in updates:
-    update._add_control_inputs(before)  # pylint: disable=protected-access
+    _tf_internals.add_control_inputs(update, before)
 
 
 def _recording(captured, fn):
@@ -291,7 +291,7 @@ def _metric_ops_one_device(spec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
     metrics = {}
     if spec.eval_metrics is not None:
-      metrics = host_calls.call_metric_fn(*spec.eval_metrics)
+      metrics = specs.call_metric_fn(*spec.eval_metrics)
     loss = specs.check_loss(spec.loss, ModeKeys.EVAL)
     return metrics, loss
   return dict(spec.eval_metric_ops), spec.loss
@@ -346,7 +346,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   spec = captured['spec']
   metrics = {}
   if spec.eval_metrics is not None:
-    metrics = host_calls.call_metric_fn(spec.eval_metrics[0], tensors)
+    metrics = specs.call_metric_fn(spec.eval_metrics[0], tensors)
   counted = tf.math.count_nonzero(rows > 0, dtype=tf.int64)
   # The mean over the batches that had rows.  (Weights of dynamic shape would make
   # metrics.mean build a conditional shape assertion: functions to trace and instantiate.)

@@ -22,9 +22,8 @@ import logging
 import threading
 
 import tensorflow as tf
-from tensorflow.python.client import pywrap_tf_session
-from tensorflow.python.framework import kernels
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -49,7 +48,7 @@ _JIT_DEVICE = {'gpu': 'XLA_GPU_JIT'}
 # Auto-clustering on CPU is off unless this process-wide flag is set, and TensorFlow reads it
 # once, when the first session of the process optimizes a graph: it is set on import.  It only
 # matters to sessions that ask for a jit level (ours when compiling; the default level is off).
-pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(True)
+_tf_internals.enable_xla_cpu_auto_clustering()
 _registered = threading.Lock()
 _state = {'kernels': False}
 
@@ -83,8 +82,7 @@ def _ensure_kernels_registered():
 
 
 def _has_kernel(op_type, jit_device):
-  return any(k.device_type == jit_device
-             for k in kernels.get_registered_kernels_for_op(op_type).kernel)
+  return jit_device in _tf_internals.registered_kernel_devices(op_type)
 
 
 def _function_names(node_def):
@@ -108,7 +106,7 @@ def op_types(graph, operations):
     if name in seen:
       continue
     seen.add(name)
-    function = graph._get_function(name)  # pylint: disable=protected-access
+    function = _tf_internals.graph_function(graph, name)
     if function is None:
       continue
     for node in function.definition.node_def:
