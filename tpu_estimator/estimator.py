@@ -3,6 +3,7 @@
 where things run; the step builders (`steps`) say what one `session.run` computes."""
 import contextlib
 import copy
+import dataclasses
 import os
 import tempfile
 
@@ -166,7 +167,7 @@ class Estimator:
           contextlib.nullcontext()
       with device_scope:
         built = steps_lib.build_train(plan, self._model_fn, host_input, global_step)
-      loss = built.fetches['loss']
+      loss = built.loss
       if not checkpoint:
         warm_starting.apply(self._warm_start)
       _v1.summary.scalar('loss', loss)
@@ -175,7 +176,7 @@ class Estimator:
         checkpoints.check_shapes(checkpoint)
       all_hooks = self._train_hooks(plan, built, host_input, hooks, global_step, steps,
                                     max_steps, listeners)
-      fetch = built.fetches.get('train_op')
+      fetch = built.train_op
       last_loss = None
       with preemption.deferred_sigterm() as sigterm:
         all_hooks.insert(1, preemption.PreemptionHook(sigterm))
@@ -194,19 +195,19 @@ class Estimator:
   def _train_hooks(self, plan, built, host_input, hooks, global_step, steps, max_steps,
                    listeners):
     config = self._config
-    step = built.extras['global_step']  # read after the step (or device loop) ran
-    result = [hooks_lib.NanLossHook(built.fetches['loss'], step)]
+    step = built.global_step  # read after the step (or device loop) ran
+    result = [hooks_lib.NanLossHook(built.loss, step)]
     bar = config.is_chief and progress.bar_enabled(config.progress_bar)
     if bar:
       result.append(progress.ProgressBarHook(
-          counter=global_step, step=step, loss=built.fetches['loss'], last_step=max_steps,
+          counter=global_step, step=step, loss=built.loss, last_step=max_steps,
           num_steps=steps, label='train', unit='steps', enabled=True))
     if config.log_step_count_steps and not bar:
       result.append(hooks_lib.StepLoggingHook(
-          {'loss': built.fetches['loss'], 'step': step}, step, config.log_step_count_steps))
+          {'loss': built.loss, 'step': step}, step, config.log_step_count_steps))
     if plan.loop:
       result.append(hooks_lib.LoopControlHook(
-          built.extras['iterations'], built.extras['steps_run'], step, global_step, plan.ipl,
+          built.iterations, built.steps_run, step, global_step, plan.ipl,
           num_steps=steps, last_step=max_steps))
     elif steps is not None or max_steps is not None:
       result.append(_v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
@@ -266,23 +267,23 @@ class Estimator:
     with self._call_graph(ModeKeys.EVAL, input_fn) as (graph, plan, global_step, host_input):
       built = steps_lib.build_eval(plan, self._model_fn, host_input, steps)
       checkpoints.ensure_saver(self._config)
-      values = dict(built.extras['values'])
+      values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
-      parts = {'replicas': plan.replicas, 'update': built.fetches['update'], 'values': values}
+      parts = _Parts(plan.replicas, fetches=built.update, values=values)
       return self._entry(key, graph, built, host_input, hooks, parts,
-                         [built.fetches['update']] + list(values.values()))
+                         [built.update] + list(values.values()))
 
   def _entry(self, key, graph, built, host_input, hooks, parts, roots):
     """A `graph_cache.Entry` for a just-built graph, and whether it may be kept."""
     entry = graph_cache.Entry(key, graph, built.scaffold, parts)
     own_hooks = host_input.hooks + built.hooks
-    parts['hooks'] = own_hooks + built.spec_hooks  # the first call's
-    parts['templates'] = [copy.copy(h) for h in own_hooks]  # fresh state for later calls
+    parts.first_hooks = own_hooks + built.spec_hooks  # the first call's
+    parts.templates = [copy.copy(h) for h in own_hooks]  # fresh state for later calls
     entry.reason = 'RunConfig(reuse_eval_graphs=False)'
     if self._config.reuse_eval_graphs:
       entry.reason = graph_cache.why_not_kept(
           graph, built.scaffold, hooks, built.spec_hooks, roots + _hook_tensors(own_hooks),
-          bool(host_input.hooks), parts['replicas'])
+          bool(host_input.hooks), parts.replicas)
     if entry.reason is not None:
       _log.debug('The %s graph is built for this call only: %s.', key.mode, entry.reason)
     return entry
@@ -292,17 +293,17 @@ class Estimator:
     kept = False
     try:
       with entry.graph.as_default():
-        final = _v1.train.FinalOpsHook(parts['values'])
-        bar = progress.ProgressBarHook(step=parts['update'], num_steps=steps,
+        final = _v1.train.FinalOpsHook(parts.values)
+        bar = progress.ProgressBarHook(step=parts.fetches, num_steps=steps,
                                        label='evaluate', unit='batches',
                                        enabled=self._config.progress_bar)
         all_hooks = _call_hooks(entry) + hooks + [final, bar]
-        session, checkpoint = self._restored_session(parts['replicas'], entry.scaffold,
+        session, checkpoint = self._restored_session(parts.replicas, entry.scaffold,
                                                      all_hooks, checkpoint, explicit,
                                                      'evaluate', entry)
         with errors.runtime_checks_as_value_errors(), session:
           while not session.should_stop():
-            session.run(parts['update'])
+            session.run(parts.fetches)
         results = final.final_ops_values
         kept = True
         eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
@@ -393,31 +394,31 @@ class Estimator:
   def _build_predict(self, key, input_fn, predict_keys, hooks):
     with self._call_graph(ModeKeys.PREDICT, input_fn) as (graph, plan, _, host_input):
       built = steps_lib.build_predict(plan, self._model_fn, host_input)
-      fetches = dict(built.fetches, predictions=_select_keys(built.fetches['predictions'],
-                                                             predict_keys))
+      fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
+      if built.batch_rows is not None:
+        fetches['batch_rows'] = built.batch_rows
       checkpoints.ensure_saver(self._config)
-      rows = built.fetches.get('batch_rows')
-      parts = {'replicas': plan.replicas, 'fetches': fetches,
-               'advance': None if rows is None else tf.math.count_nonzero(rows)}
+      parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
+                     else tf.math.count_nonzero(built.batch_rows))
       return self._entry(key, graph, built, host_input, hooks, parts,
-                         tf.nest.flatten(fetches) + tf.nest.flatten(parts['advance']))
+                         tf.nest.flatten(fetches) + tf.nest.flatten(parts.advance))
 
   def _run_predict(self, entry, hooks, checkpoint, explicit, yield_single_examples):
     parts = entry.parts
     finished = False
     try:
       with entry.graph.as_default():
-        bar = progress.ProgressBarHook(advance=parts['advance'], label='predict',
+        bar = progress.ProgressBarHook(advance=parts.advance, label='predict',
                                        unit='batches', enabled=self._config.progress_bar)
         all_hooks = _call_hooks(entry) + hooks + [bar]
         if checkpoint:
-          session, _ = self._restored_session(parts['replicas'], entry.scaffold, all_hooks,
+          session, _ = self._restored_session(parts.replicas, entry.scaffold, all_hooks,
                                               checkpoint, explicit, 'predict', entry)
         else:
-          session = self._session(parts['replicas'], entry.scaffold, all_hooks)
+          session = self._session(parts.replicas, entry.scaffold, all_hooks)
         with errors.runtime_checks_as_value_errors(), session:
           while not session.should_stop():
-            out = session.run(parts['fetches'])
+            out = session.run(parts.fetches)
             if yield_single_examples:  # the batches of one run, concatenated: no need to split
               yield from _rows(out['predictions'])
             else:
@@ -505,13 +506,28 @@ class Estimator:
   export_savedmodel = export_saved_model
 
 
+@dataclasses.dataclass
+class _Parts:
+  """What running an evaluate/predict graph needs, kept with it (`graph_cache.Entry.parts`):
+  its `replicas`, what each run fetches (`fetches`: evaluation's update op, prediction's
+  predictions and batch rows), evaluation's final metric `values`, prediction's progress
+  `advance`, and the graph's own hooks: the first call's (`first_hooks`, used once) and
+  `templates` copied fresh for later calls."""
+  replicas: object
+  fetches: object
+  values: dict = None
+  advance: object = None
+  first_hooks: list = None
+  templates: list = None
+
+
 def _call_hooks(entry):
   """The hooks of the graph itself for this call: the ones built with it on its first call,
   fresh copies of its own (input, loop) hooks on later ones."""
-  first = entry.parts.pop('hooks', None)
+  first, entry.parts.first_hooks = entry.parts.first_hooks, None
   if first is not None:
     return list(first)
-  return [copy.copy(h) for h in entry.parts['templates']]
+  return [copy.copy(h) for h in entry.parts.templates]
 
 
 def _hook_tensors(hooks):

@@ -1,12 +1,13 @@
 """Per-mode step builders: what one `session.run` computes for train, evaluate and predict.
 
-Each builder is called inside a fresh `tf.Graph` and returns a `Built`: the tensors to fetch,
+Each builder is called inside a fresh `tf.Graph` and returns a `Built` of its mode (`TrainStep`,
+`EvalStep`, `PredictStep`): the tensors to fetch,
 the hooks the graph needs and the scaffold.  On one device the graph is the original
 Estimator's (`model_fn` called once on the input batch).  Sharded, `model_fn` runs once per
 replica on its shard; losses are averaged, `eval_metrics`/`host_call`/predictions concatenated
 on the host (padding rows dropped), and training runs inside a device loop.
 """
-import collections
+import dataclasses
 
 import tensorflow as tf
 
@@ -26,15 +27,43 @@ from tpu_estimator.specs import ModeKeys
 _v1 = tf.compat.v1
 LOSS_METRIC_KEY = 'loss'
 
-Built = collections.namedtuple('Built', ['fetches', 'hooks', 'scaffold', 'spec_hooks',
-                                         'chief_hooks', 'extras'])
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """What a step builder returns, in every mode: `hooks` the graph itself needs (loop control,
+  evaluation steps), `scaffold`, `spec_hooks` (the spec's training/evaluation/prediction hooks),
+  `chief_hooks` (the spec's training chief hooks)."""
+  scaffold: object
+  hooks: list
+  spec_hooks: list
+  chief_hooks: list
 
-# How one call is laid out: `replicas`; `sharded` (per-replica model_fn calls and host-side
-# functions); `loop` (training in a device loop; `ipl` its parsed iterations_per_loop);
-# params for model_fn; `allow_tpu_spec`; `host_call_every_n`; `model_dir`.
-Plan = collections.namedtuple('Plan', ['replicas', 'sharded', 'loop', 'ipl', 'model_params',
-                                       'allow_tpu_spec', 'host_call_every_n', 'model_dir',
-                                       'config'])
+
+@dataclasses.dataclass(frozen=True)
+class TrainStep(Built):
+  """Training: fetch `loss` (and run `train_op`, None in a device loop, whose run does the
+  update); `global_step` is read after the step (the loop) ran.  In a device loop,
+  `iterations` is the loop length fed per run and `steps_run` the steps it ran."""
+  loss: object
+  train_op: object
+  global_step: object
+  iterations: object = None
+  steps_run: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalStep(Built):
+  """Evaluation: run `update` until the input ends; `values` are the metric values (name →
+  tensor) read at the end."""
+  update: object
+  values: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictStep(Built):
+  """Prediction: fetch `predictions`; `batch_rows` (a device loop's rows per batch, None on
+  one device) splits them back into the input's batches."""
+  predictions: object
+  batch_rows: object = None
 
 
 def _call(plan, model_fn, features, labels, mode):
@@ -150,8 +179,8 @@ def build_train(plan, model_fn, host_input, global_step):
   scaffold = scaffold_of(spec)
   with tf.control_dependencies([train_op]):  # the step this run ended at
     step_after = tf.identity(global_step.read_value())
-  return Built({'loss': loss, 'train_op': train_op}, [], scaffold, spec_hooks, chief_hooks,
-               {'global_step': step_after})
+  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=chief_hooks,
+                   loss=loss, train_op=train_op, global_step=step_after)
 
 
 def _build_train_loop(plan, model_fn, host_input, global_step):
@@ -208,8 +237,9 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     spec_hooks.append(captured['writer'].hook())
   with tf.control_dependencies([steps_run, loss]):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
-  extras = {'iterations': iterations, 'steps_run': steps_run, 'global_step': step_after}
-  return Built({'loss': loss}, [], scaffold, spec_hooks, [], extras)
+  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
+                   loss=loss, train_op=None, global_step=step_after, iterations=iterations,
+                   steps_run=steps_run)
 
 
 _STEP_READS = frozenset(['ReadVariableOp', 'Identity'])  # resource and TF1 reference variables
@@ -320,8 +350,9 @@ def build_eval(plan, model_fn, host_input, num_steps):
     spec = _call(plan, model_fn, features, labels, ModeKeys.EVAL)
     metrics, loss = _metric_ops_one_device(spec)
     update, values = _finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
-    return Built({'update': update}, [hooks_lib.StopAfterNEvalsHook(num_steps)],
-                 scaffold_of(spec), list(spec.evaluation_hooks), [], {'values': values})
+    return EvalStep(scaffold=scaffold_of(spec), hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)],
+                    spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
+                    values=values)
   captured = {}
 
   def replica_step(features, labels):
@@ -353,8 +384,9 @@ def build_eval(plan, model_fn, host_input, num_steps):
   loss_metric = _v1.metrics.mean(tf.boolean_mask(losses, rows > 0))
   update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
-  return Built({'update': update}, [loop_hook], _loop_scaffold(captured),
-               list(spec.evaluation_hooks), [], {'values': values})
+  return EvalStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
+                  spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
+                  values=values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,8 +400,9 @@ def build_predict(plan, model_fn, host_input):
     spec = _call(plan, model_fn, features, labels, ModeKeys.PREDICT)
     if isinstance(spec, specs.TPUEstimatorSpec):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
-    return Built({'predictions': spec.predictions}, [], scaffold_of(spec),
-                 list(spec.prediction_hooks), [], {})
+    return PredictStep(scaffold=scaffold_of(spec), hooks=[],
+                       spec_hooks=list(spec.prediction_hooks), chief_hooks=[],
+                       predictions=spec.predictions)
   captured = {}
 
   def replica_step(features, labels):
@@ -389,5 +422,6 @@ def build_predict(plan, model_fn, host_input):
   _drop_loop_summaries()
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
-  return Built({'predictions': predictions, 'batch_rows': rows}, [loop_hook],
-               _loop_scaffold(captured), list(spec.prediction_hooks), [], {})
+  return PredictStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
+                     spec_hooks=list(spec.prediction_hooks), chief_hooks=[],
+                     predictions=predictions, batch_rows=rows)
