@@ -188,6 +188,38 @@ def corrupt_error(checkpoint_path, wrong, intact=None):
           checkpoint_path, wrong, checkpoint_path, way_out))
 
 
+def _state_choice(model_dir, verify, damaged):
+  """(state, what is wrong with it, its checkpoint when complete).  Reads the state again when a
+  trainer replaced it meanwhile; a damaged checkpoint it names is added to `damaged`."""
+  state, state_problem = None, None
+  for _ in range(_RETRIES):
+    state, state_problem = read_state(model_dir)
+    if state is None:
+      break
+    named = state.model_checkpoint_path
+    wrong = problem(named, read_tensors=verify)
+    if wrong is None:
+      return state, None, named
+    again, _ = read_state(model_dir)
+    if again is not None and again.model_checkpoint_path != named:
+      continue  # a trainer moved on meanwhile: look at its new latest
+    if tf.io.gfile.exists(named + '.index'):
+      damaged.append((named, wrong))
+      state_problem = 'the checkpoint it names, %s, is damaged' % named
+    else:
+      state_problem = 'the checkpoint it names, %s, is gone' % named
+    break
+  return state, state_problem, None
+
+
+def _why_not_the_state(state, state_problem):
+  if state is None and state_problem is None:
+    return 'there is no `checkpoint` state file'
+  if state is None:
+    return 'the `checkpoint` state file is unreadable (%s)' % state_problem
+  return 'in the `checkpoint` state file, ' + state_problem
+
+
 def latest(model_dir, repair=False, verify=False):
   """The latest complete checkpoint of `model_dir`, or None when it has none.
 
@@ -202,25 +234,10 @@ def latest(model_dir, repair=False, verify=False):
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     return None
-  state_problem = None
   damaged = []  # (prefix, what is wrong), newest first
-  for _ in range(_RETRIES):
-    state, state_problem = read_state(model_dir)
-    if state is None:
-      break
-    named = state.model_checkpoint_path
-    wrong = problem(named, read_tensors=verify)
-    if wrong is None:
-      return named
-    again, _ = read_state(model_dir)
-    if again is not None and again.model_checkpoint_path != named:
-      continue  # a trainer moved on meanwhile: look at its new latest
-    if tf.io.gfile.exists(named + '.index'):
-      damaged.append((named, wrong))
-      state_problem = 'the checkpoint it names, %s, is damaged' % named
-    else:
-      state_problem = 'the checkpoint it names, %s, is gone' % named
-    break
+  state, state_problem, named = _state_choice(model_dir, verify, damaged)
+  if named is not None:
+    return named
   found = candidates(model_dir)
   if state is None and state_problem is None and not found:
     return None  # a fresh model_dir
@@ -246,15 +263,10 @@ def latest(model_dir, repair=False, verify=False):
         'them from a backup, or delete them (training then starts again from step 0).' % (
             model_dir, state_problem or 'no state file',
             '; '.join('%s (%s)' % d for d in damaged)))
-  if state is None and state_problem is None:
-    reason = 'there is no `checkpoint` state file'
-  elif state is None:
-    reason = 'the `checkpoint` state file is unreadable (%s)' % state_problem
-  else:
-    reason = 'in the `checkpoint` state file, ' + state_problem
   _log.warning('Using checkpoint %s, the newest intact one in %s, because %s.%s', chosen,
-               model_dir, reason, ' Skipped, damaged: %s.' % '; '.join(
-                   '%s (%s)' % d for d in damaged) if damaged else '')
+               model_dir, _why_not_the_state(state, state_problem),
+               ' Skipped, damaged: %s.' % '; '.join('%s (%s)' % d for d in damaged)
+               if damaged else '')
   if repair:
     older = [p for p in reversed(found) if step_of(p) < step_of(chosen) and
              problem(p) is None]
