@@ -1,11 +1,38 @@
 #!/usr/bin/env bash
-# Installs the project with its test extras into .venv (CPU-only TensorFlow) and runs the tests.
-# The differential and compat tests compare with the original (TF 2.15 + tensorflow-estimator
-# 2.15): they build it once through scripts/reference-venv.sh, in ~/.cache/tpu-estimator-reference
-# ($REFERENCE_VENV) outside the checkout. A machine without Python 3.9-3.11 cannot have it: those
-# tests are then skipped with one reason line (pytest -ra); a failed build fails them.
+# The tests, in two runs; the exit status fails if either fails.
+#
+# 1. The newest TensorFlow: installs the project with its test extras into .venv (CPU-only
+#    TensorFlow) and runs the whole suite (arguments are passed on to this pytest run).
+#    The differential and compat tests compare with the original (TF 2.15 +
+#    tensorflow-estimator 2.15): they build it once through scripts/reference-venv.sh, in
+#    ~/.cache/tpu-estimator-reference ($REFERENCE_VENV) outside the checkout. A machine without
+#    Python 3.9-3.11 cannot have it: those tests are then skipped with one reason line
+#    (pytest -ra); a failed build fails them.
+# 2. The oldest TensorFlow the project supports (2.16): the core tests (CORE_TESTS, the files
+#    that exercise the TensorFlow internals the library relies on) in .venv-tf216, built on the
+#    first run and reused while complete. A TensorFlow release that moved one of those internals
+#    fails here rather than on a user's machine. Installing it needs the package index: when it
+#    cannot be installed this run fails; it is never skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export TF_CPP_MIN_LOG_LEVEL=2
+
+# The oldest supported TensorFlow, and what its run installs besides (tf_keras follows
+# TensorFlow's minor version; see below for --no-deps).
+OLDEST_TF='2.16'
+OLDEST_VENV=.venv-tf216
+OLDEST_REQUIREMENTS=("tensorflow-cpu==${OLDEST_TF}.*" tensorboard tf-slim pytest scikit-learn
+                     pandas)
+# Checkpoint saver hooks, step counter and progress hooks, the device loop and MirroredStrategy
+# sharding, XLA, graph reuse, Keras 3 naming in model_fn, contrib layers (legacy Keras through
+# tf-slim), export, and each private TensorFlow API the library uses: ~3 minutes on 2 cores.
+CORE_TESTS=(tests/test_tf_internals.py tests/test_checkpoint_faults.py tests/test_progress.py
+            tests/test_tpu_estimator.py tests/test_xla.py tests/test_eval_reuse.py
+            tests/test_keras_model_fns.py tests/test_contrib_layers.py tests/test_export.py)
+
+# ---------------------------------------------------------------------------------------------
+# 1. The newest TensorFlow, the whole suite.
+
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
@@ -16,5 +43,42 @@ tf_version=$(.venv/bin/python -c "from importlib.metadata import version; print(
 # tensorflow_hub (imported at module level by legacy programs; tests/test_contrib_imports.py)
 # depends on tf_keras, so the same applies.
 .venv/bin/python -m pip install -q --no-deps "tensorflow_hub>=0.16"
-export TF_CPP_MIN_LOG_LEVEL=2
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+
+versions() {  # "TensorFlow X, Keras Y" of a venv, read without importing TensorFlow
+  "$1/bin/python" -c "from importlib.metadata import version as v; print('TensorFlow %s, Keras %s' % (v('tensorflow-cpu'), v('keras')))"
+}
+
+echo "=== Tests on the newest TensorFlow ($(versions .venv)): the whole suite ==="
+newest_status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || newest_status=$?
+
+# ---------------------------------------------------------------------------------------------
+# 2. The oldest supported TensorFlow, the core tests.
+
+# The venv is reused when a build with these same requirements completed (the stamp is written
+# last); otherwise it is built afresh. The project itself comes from the checkout (PYTHONPATH).
+stamp="$OLDEST_VENV/.tpu-estimator-requirements"
+wanted="${OLDEST_REQUIREMENTS[*]} tf_keras~=${OLDEST_TF}.0"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
+  echo "=== Building $OLDEST_VENV (TensorFlow $OLDEST_TF) ==="
+  rm -rf "$OLDEST_VENV"
+  if ! { python3 -m venv "$OLDEST_VENV" &&
+         "$OLDEST_VENV/bin/python" -m pip install -q --upgrade pip &&
+         "$OLDEST_VENV/bin/python" -m pip install -q "${OLDEST_REQUIREMENTS[@]}" &&
+         "$OLDEST_VENV/bin/python" -m pip install -q --no-deps "tf_keras~=${OLDEST_TF}.0"; }; then
+    echo "ERROR: could not install TensorFlow $OLDEST_TF into $OLDEST_VENV (is the package index" \
+         "reachable?). The core tests on the oldest supported TensorFlow are part of the tests:" \
+         "this run fails rather than skip them." >&2
+    exit 1
+  fi
+  echo "$wanted" > "$stamp"
+fi
+
+echo "=== Tests on the oldest supported TensorFlow ($(versions "$OLDEST_VENV")): the core tests ==="
+oldest_status=0
+PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$OLDEST_VENV/bin/python" -m pytest -q \
+  -p no:cacheprovider "${CORE_TESTS[@]}" || oldest_status=$?
+
+echo "=== Newest TensorFlow: $( ((newest_status == 0)) && echo passed || echo "FAILED ($newest_status)");" \
+     "TensorFlow $OLDEST_TF core: $( ((oldest_status == 0)) && echo passed || echo "FAILED ($oldest_status)") ==="
+((newest_status == 0 && oldest_status == 0))
