@@ -21,8 +21,8 @@ export TF_CPP_MIN_LOG_LEVEL=2
 # TensorFlow's minor version; see below for --no-deps).
 OLDEST_TF='2.16'
 OLDEST_VENV=.venv-tf216
-OLDEST_REQUIREMENTS=("tensorflow-cpu==${OLDEST_TF}.*" tensorboard tf-slim pytest scikit-learn
-                     pandas)
+OLDEST_REQUIREMENTS=("tensorflow-cpu==${OLDEST_TF}.*" "keras==3.5.*" tensorboard tf-slim pytest
+                     scikit-learn pandas)
 # Checkpoint saver hooks, step counter and progress hooks, the device loop and MirroredStrategy
 # sharding, XLA, graph reuse, Keras 3 naming in model_fn, contrib layers (legacy Keras through
 # tf-slim), export, and each private TensorFlow API the library uses: ~3 minutes on 2 cores.

@@ -190,7 +190,9 @@ def _install_deferred_variable_scope():
     from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel
   except ImportError:
     return
-  for cls in (variables.Variable, core.Variable):  # the TensorFlow backend overrides it
+  # The backend-independent base is `Variable` from Keras 3.7, `KerasVariable` before.
+  base = getattr(variables, 'Variable', None) or getattr(variables, 'KerasVariable')
+  for cls in (base, core.Variable):  # the TensorFlow backend overrides it
     original = cls.__dict__.get('_deferred_initialize')
     if original is None or getattr(original, '_tpu_estimator_guard', False):
       continue
