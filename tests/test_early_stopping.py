@@ -51,7 +51,7 @@ def runs():
 
 
 DETERMINISTIC = ('no_decrease_tae', 'lower_tae', 'higher_tae_min_steps',
-                 'timer_every_4_third_call', 'timer_every_1_fifth_call', 'written_no_increase',
+                 'timer_every_4_third_call', 'written_no_increase',
                  'written_no_decrease_min_steps', 'in_memory', 'np_b4_e1', 'np_b4_e2',
                  'np_b5_e3', 'np_b16_e1', 'np_train_labels')
 
@@ -60,6 +60,15 @@ DETERMINISTIC = ('no_decrease_tae', 'lower_tae', 'higher_tae_min_steps',
 def test_same_as_the_original(runs, case):
   runs = reference.check(runs)
   assert runs['ours'][case] == runs['orig'][case]
+
+
+def test_asked_every_step_stops_on_the_step_it_said_stop(runs):
+  """should_stop_fn asked after every step says stop on its fifth call: training ends at step
+  5.  The original usually does the same, but on a loaded machine was seen once to run one step
+  more (6): its result here depends on timing, so it is held to that range only."""
+  runs = reference.check(runs)
+  assert runs['ours']['timer_every_1_fifth_call'] == {'final_step': 5, 'calls': 5}
+  assert runs['orig']['timer_every_1_fifth_call']['final_step'] in (5, 6)
 
 
 def test_train_and_evaluate_stops_on_the_evaluated_step(runs):
