@@ -117,7 +117,7 @@ class HostInput:
     device).  `uneven`: a short or missing final element is spread over the replicas in order,
     each getting at most its share, some none (evaluation, prediction); otherwise a short
     element that cannot be split evenly ends the input (training).  `device`: a GPU the one
-    dataset's elements are prefetched to (see `_on_device`)."""
+    dataset's elements are prefetched to (see `_iterator`)."""
     self._mode = input_mode
     self._n = num_replicas
     self._batch_axis = batch_axis
