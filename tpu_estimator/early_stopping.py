@@ -265,59 +265,73 @@ class _StepAfterRun:
     return before + 1
 
 
-class _StopOnPredicateHook(_v1.train.SessionRunHook):
-  """The deciding trainer: asks `should_stop_fn` when the timer says, then leaves the marker
-  and requests the stop."""
+class _StepHook(_v1.train.SessionRunHook):
+  """Base of the hooks below: they act on the global step after each run (`_StepAfterRun`);
+  those with a timer (`_timer`, a SecondOrStepTimer) act when `_due_step` returns a step."""
+  _timer = None
 
-  def __init__(self, should_stop_fn, run_every_secs, run_every_steps, model_dir):
-    self._should_stop_fn = should_stop_fn
-    self._timer = _v1.train.SecondOrStepTimer(every_secs=run_every_secs,
-                                              every_steps=run_every_steps)
-    self._model_dir = model_dir
+  def __init__(self):
     self._step = _StepAfterRun()
 
   def begin(self):
-    self._timer.reset()
+    if self._timer is not None:
+      self._timer.reset()
     self._step.begin()
-
-  def after_create_session(self, session, coord):
-    del session, coord
-    _clear_marker(self._model_dir)  # left by an earlier training that stopped early
 
   def before_run(self, run_context):
     del run_context
     return self._step.args()
 
-  def after_run(self, run_context, run_values):
+  def _due_step(self, run_context, run_values):
+    """The step after this run when the timer says to act on it (marked as acted on), else
+    None."""
     step = self._step.value(run_context, run_values, self._timer.should_trigger_for_step)
     if not self._timer.should_trigger_for_step(step):
-      return
+      return None
     self._timer.update_last_triggered_step(step)
+    return step
+
+
+class _StopOnPredicateHook(_StepHook):
+  """The deciding trainer: asks `should_stop_fn` when the timer says, then leaves the marker
+  and requests the stop."""
+
+  def __init__(self, should_stop_fn, run_every_secs, run_every_steps, model_dir):
+    super().__init__()
+    self._should_stop_fn = should_stop_fn
+    self._timer = _v1.train.SecondOrStepTimer(every_secs=run_every_secs,
+                                              every_steps=run_every_steps)
+    self._model_dir = model_dir
+
+  def after_create_session(self, session, coord):
+    del session, coord
+    _clear_marker(self._model_dir)  # left by an earlier training that stopped early
+
+  def after_run(self, run_context, run_values):
+    step = self._due_step(run_context, run_values)
+    if step is None:
+      return
     if self._should_stop_fn():
       _log.info('Requesting early stopping at global step %d.', step)
       _write_marker(self._model_dir, step)
       run_context.request_stop()
 
 
-class _FollowStopHook(_v1.train.SessionRunHook):
+class _FollowStopHook(_StepHook):
   """A non-chief trainer (without a multi-worker strategy): stops when the chief's marker
   names a step after the one this session started at (an older marker is from an earlier
   training).  The file is read at most once a second."""
 
   def __init__(self, model_dir, every_secs=1.0):
+    super().__init__()
     self._model_dir = model_dir
     self._every = every_secs
     self._start_step = None
     self._last_check = 0.0
-    self._step = _StepAfterRun()
 
   def begin(self):
-    self._step.begin()
+    super().begin()
     self._start_step = None
-
-  def before_run(self, run_context):
-    del run_context
-    return self._step.args()
 
   def after_run(self, run_context, run_values):
     step = self._step.value(run_context, run_values)
@@ -333,7 +347,7 @@ class _FollowStopHook(_v1.train.SessionRunHook):
       run_context.request_stop()
 
 
-class _SyncedStopHook(_v1.train.SessionRunHook):
+class _SyncedStopHook(_StepHook):
   """Multi-worker training: every `run_every_steps` steps every worker asks `should_stop_fn`,
   and the answers are combined by an all-reduce (max) over the workers, so all of them stop
   after the same loop when any said stop.  The steps are the same on every worker, since the
@@ -343,17 +357,16 @@ class _SyncedStopHook(_v1.train.SessionRunHook):
   _INSTANCE_KEY = 0x45535450
 
   def __init__(self, should_stop_fn, run_every_steps, model_dir, config):
+    super().__init__()
     self._should_stop_fn = should_stop_fn
     self._timer = _v1.train.SecondOrStepTimer(every_steps=run_every_steps)
     self._model_dir = model_dir
     self._is_chief = config.is_chief
     self._num_workers = config.num_worker_replicas
     self._device = '/job:%s/replica:0/task:%d/device:CPU:0' % (config.task_type, config.task_id)
-    self._step = _StepAfterRun()
 
   def begin(self):
-    self._timer.reset()
-    self._step.begin()
+    super().begin()
     with tf.device(self._device):
       self._vote = _v1.placeholder_with_default(tf.constant(0.0), [], name='early_stop_vote')
       self._votes = tf.raw_ops.CollectiveReduce(
@@ -366,15 +379,10 @@ class _SyncedStopHook(_v1.train.SessionRunHook):
     if self._is_chief:
       _clear_marker(self._model_dir)
 
-  def before_run(self, run_context):
-    del run_context
-    return self._step.args()
-
   def after_run(self, run_context, run_values):
-    step = self._step.value(run_context, run_values, self._timer.should_trigger_for_step)
-    if not self._timer.should_trigger_for_step(step):
+    step = self._due_step(run_context, run_values)
+    if step is None:
       return
-    self._timer.update_last_triggered_step(step)
     vote = 1.0 if self._should_stop_fn() else 0.0
     votes = run_context.session.run(self._votes, feed_dict={self._vote: vote})
     if votes[0] > 0:
