@@ -75,7 +75,6 @@ class Replicas:
       config.CopyFrom(base)
     else:
       config.allow_soft_placement = True
-    gpus_lib.grow_memory_unless_configured(base)
     if self.kind == 'cpu' and self.num_replicas > 1:
       config.device_count['CPU'] = max(config.device_count.get('CPU', 1), self.num_replicas)
     if self.logical_gpus:
