@@ -82,6 +82,18 @@ def graph_function(graph, name):
   return graph._get_function(name)
 
 
+def called_function_names(node_def):
+  """The names of the functions a node calls through its attributes (loop bodies, branches,
+  called functions): what to look up with `graph_function` to walk a graph's functions.  (Public
+  proto fields only; here beside `graph_function`, which every such walk needs.)"""
+  names = []
+  for value in node_def.attr.values():
+    if value.HasField('func'):
+      names.append(value.func.name)
+    names.extend(f.name for f in value.list.func)
+  return names
+
+
 def registered_kernel_devices(op_type):
   """The device types (`'CPU'`, `'XLA_CPU_JIT'`, ...) with a kernel registered for `op_type`."""
   return [k.device_type for k in _kernels.get_registered_kernels_for_op(op_type).kernel]

@@ -58,14 +58,6 @@ def _keeps_state(op_type):
       ('Shuffle' in op_type and not op_type.startswith('Stateless'))
 
 
-def _function_names(attrs):
-  for value in attrs.values():
-    if value.HasField('func'):
-      yield value.func.name
-    for func in value.list.func:
-      yield func.name
-
-
 def _stateful_op(graph, roots):
   """The type of an op that keeps state between sessions and runs for `roots` (ops or
   tensors), in the graph or in a function they call; None if there is none."""
@@ -78,7 +70,7 @@ def _stateful_op(graph, roots):
     seen.add(op.name)
     if _keeps_state(op.type) and op.name not in drained:
       return op.type
-    functions.extend(_function_names(op.node_def.attr))
+    functions.extend(_tf_internals.called_function_names(op.node_def))
     stack.extend(t.op for t in op.inputs)
     stack.extend(op.control_inputs)
   done = set()
@@ -95,7 +87,7 @@ def _stateful_op(graph, roots):
     for node in definition.node_def:
       if _keeps_state(node.op):
         return node.op
-      functions.extend(_function_names(node.attr))
+      functions.extend(_tf_internals.called_function_names(node))
       if _tf_internals.graph_function(graph, node.op) is not None:
         functions.append(node.op)
   return None

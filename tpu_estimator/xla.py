@@ -85,22 +85,12 @@ def _has_kernel(op_type, jit_device):
   return jit_device in _tf_internals.registered_kernel_devices(op_type)
 
 
-def _function_names(node_def):
-  """Names of the functions a node calls (loop bodies, branches, called functions)."""
-  names = []
-  for value in node_def.attr.values():
-    if value.HasField('func'):
-      names.append(value.func.name)
-    names.extend(f.name for f in value.list.func)
-  return names
-
-
 def op_types(graph, operations):
   """The op types of `operations` and of every function they call, transitively."""
   types, seen, pending = set(), set(), []
   for op in operations:
     types.add(op.type)
-    pending.extend(_function_names(op.node_def))
+    pending.extend(_tf_internals.called_function_names(op.node_def))
   while pending:
     name = pending.pop()
     if name in seen:
@@ -111,7 +101,7 @@ def op_types(graph, operations):
       continue
     for node in function.definition.node_def:
       types.add(node.op)
-      pending.extend(_function_names(node))
+      pending.extend(_tf_internals.called_function_names(node))
   return types
 
 
