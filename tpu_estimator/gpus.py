@@ -17,6 +17,7 @@ share a card: right for testing sharded code on a small machine, never faster.  
 are reduced on one device (NCCL does not run between logical GPUs of one card).
 """
 import ctypes
+import functools
 import logging
 import os
 
@@ -57,9 +58,10 @@ def add_logical_gpus(config, counts):
   return config
 
 
+@functools.lru_cache(maxsize=None)
 def _card_memory_mb():
   """The smallest total memory of this machine's cards in MiB, from NVML (the driver's library),
-  or `FALLBACK_MEMORY_MB`."""
+  or `FALLBACK_MEMORY_MB`: asked once per process (every split session needs it)."""
   try:
     nvml = ctypes.CDLL('libnvidia-ml.so.1')
   except OSError:
