@@ -44,7 +44,7 @@ import models as M
 TARGETS = {'small': 1.0, 'compute': 0.95}
 OURS = 'ours TPUEstimator 1 shard ipl=100'
 OURS_ELEMENTWISE = 'ours, element-wise Adam model_fn'
-OURS_XLA = 'ours xla=True (compiled step)'
+OURS_XLA = 'ours xla=True (compiled loop)'
 # Which Adam update each row runs: the fused v1 kernel (ResourceApplyAdam, what
 # tf.compat.v1.train.AdamOptimizer uses) or element-wise ops (keras.optimizers.Adam, and the
 # benchmark's element-wise model_fn).

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
+from tpu_estimator import inputs
 from tpu_estimator import xla
 from helpers import dataset_input_fn, make_data, make_model_fn
 
@@ -16,10 +17,12 @@ BATCH = 16
 
 
 class _XlaRunSpy(v1.train.SessionRunHook):
-  """Traces every run and records whether any node ran as a compiled XLA cluster."""
+  """Traces every run and records whether any node ran as a compiled XLA cluster, and whether
+  the whole loop ran as one computation (an `XlaLaunch`, and no model op run on its own)."""
 
   def __init__(self):
     self.compiled_runs = 0
+    self.whole_loop_runs = 0
 
   def before_run(self, run_context):
     del run_context
@@ -28,11 +31,16 @@ class _XlaRunSpy(v1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
     del run_context
-    names = [node.node_name for dev in run_values.run_metadata.step_stats.dev_stats
+    nodes = [node for dev in run_values.run_metadata.step_stats.dev_stats
              for node in dev.node_stats]
-    # Compiled clusters run as `_XlaRun` nodes named `cluster_<n>_1/xla_run`.
-    if any(name.endswith('xla_run') for name in names):
+    types = {node.timeline_label.split('=')[-1].split('(')[0].strip() for node in nodes}
+    # Auto-clustered steps run as `_XlaRun` nodes named `cluster_<n>_1/xla_run`; a loop
+    # compiled as a whole as one `XlaLaunch`.
+    if any(node.node_name.endswith('xla_run') for node in nodes) or 'XlaLaunch' in types:
       self.compiled_runs += 1
+    if 'XlaLaunch' in types and not types & {'MatMul', 'ResourceApplyAdam',
+                                             'ResourceApplyGradientDescent'}:
+      self.whole_loop_runs += 1
 
 
 def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3):
@@ -42,11 +50,14 @@ def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3):
   return te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
 
 
-def _train(model_dir, model_fn, use_xla, shards=1, steps=5):
-  x, y = make_data(96)
+def _train(model_dir, model_fn, use_xla, shards=1, steps=5, static=True, rows=96,
+           repeat=True):
+  """Trains to `steps`; `static`: the input batched with drop_remainder=True."""
+  x, y = make_data(rows)
   est = _estimator(model_dir, model_fn, use_xla, shards)
   spy = _XlaRunSpy()
-  est.train(dataset_input_fn(x, y), max_steps=steps, hooks=[spy])
+  est.train(dataset_input_fn(x, y, drop_remainder=static, repeat=repeat), max_steps=steps,
+            hooks=[spy])
   return est, spy
 
 
@@ -54,22 +65,33 @@ def _values(est):
   return {name: est.get_variable_value(name) for name in est.get_variable_names()}
 
 
-@pytest.mark.parametrize('optimizer,shards', [('sgd', 1), ('adam', 1), ('sgd', 2), ('adam', 2)])
-def test_compiled_step_equals_uncompiled(tmp_path, optimizer, shards):
-  model_fn = make_model_fn(tpu=True, optimizer=optimizer, cross_shard=shards > 1)
-  plain, plain_spy = _train(tmp_path / 'plain', model_fn, False, shards)
-  compiled, spy = _train(tmp_path / 'xla', model_fn, True, shards)
-  assert plain_spy.compiled_runs == 0
-  assert spy.compiled_runs > 0  # the device loop's step really ran as an XLA cluster
+def _assert_same_training(compiled, plain):
   got, want = _values(compiled), _values(plain)
   assert sorted(got) == sorted(want)  # same checkpoint: same names, shapes, dtypes
-  assert got['global_step'] == want['global_step'] == 5
+  assert got['global_step'] == want['global_step']
   # On a GPU, XLA's fused kernels sum in another order than TensorFlow's (measured on an H100
   # after 5 steps: 2e-4 relative, 9e-6 absolute at most); on CPU they agree to 1e-5.
   rtol, atol = (1e-3, 1e-5) if tf.config.list_physical_devices('GPU') else (1e-5, 1e-6)
   for name in want:
     assert got[name].dtype == want[name].dtype, name
     np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+# One shard with static input shapes: the whole loop is one computation; input without static
+# shapes, or two shards: the step is compiled on its own.
+@pytest.mark.parametrize('optimizer,shards,static', [
+    ('sgd', 1, True), ('adam', 1, True), ('adam', 1, False), ('sgd', 2, True),
+    ('adam', 2, True)])
+def test_compiled_step_equals_uncompiled(tmp_path, optimizer, shards, static):
+  model_fn = make_model_fn(tpu=True, optimizer=optimizer, cross_shard=shards > 1)
+  plain, plain_spy = _train(tmp_path / 'plain', model_fn, False, shards, static=static)
+  compiled, spy = _train(tmp_path / 'xla', model_fn, True, shards, static=static)
+  assert plain_spy.compiled_runs == 0
+  assert spy.compiled_runs > 0  # the device loop's step really ran as an XLA cluster
+  assert (spy.whole_loop_runs == spy.compiled_runs) == (shards == 1 and static)
+  assert plain.get_variable_value('global_step') == 5
+  _assert_same_training(compiled, plain)
+  want = _values(plain)
   # Training moved the weights, so equality says something.
   assert not np.allclose(want['dense/kernel'],
                          _values(_train(tmp_path / 'one', model_fn, False, shards, 1)[0])[
@@ -143,3 +165,50 @@ def test_bad_setting_is_refused(value):
   with pytest.raises(TypeError, match=r'`xla` must be None, True or False.*xla=') as info:
     te.TPUConfig(xla=value)
   assert repr(value) in str(info.value)
+
+
+def test_whole_loop_reads_every_batch_to_the_end_of_the_input(tmp_path):
+  """7 batches, loops of 3: the compiled loop runs 3, 3, then the 1 left, as the uncompiled one
+  does; no batch of the last, short group is dropped."""
+  model_fn = make_model_fn(tpu=True, optimizer='adam')
+  plain, _ = _train(tmp_path / 'plain', model_fn, False, steps=None, rows=112, repeat=False)
+  compiled, spy = _train(tmp_path / 'xla', model_fn, True, steps=None, rows=112, repeat=False)
+  assert spy.whole_loop_runs == spy.compiled_runs >= 3
+  assert compiled.get_variable_value('global_step') == 7
+  _assert_same_training(compiled, plain)
+
+
+def test_whole_loop_stops_at_the_step_whose_loss_is_not_finite(tmp_path):
+  x, y = make_data(96)
+  x = x.copy()
+  x[85, 0] = np.nan  # the 6th batch of 16: the second loop of 3 steps
+  est = _estimator(tmp_path, make_model_fn(tpu=True), True)
+  spy = _XlaRunSpy()
+  with pytest.raises(te.NanLossDuringTrainingError, match='global step 6'):
+    est.train(dataset_input_fn(x, y, drop_remainder=True), steps=20, hooks=[spy])
+  assert spy.whole_loop_runs >= 1
+  for name in est.get_variable_names():  # the NaN step's update was never checkpointed
+    assert np.all(np.isfinite(est.get_variable_value(name))), name
+
+
+def test_host_call_compiles_the_step_only(tmp_path, caplog):
+  model_fn = make_model_fn(tpu=True, host_call=True)
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    compiled, spy = _train(tmp_path / 'xla', model_fn, True)
+  reasons = [r.getMessage() for r in caplog.records if 'not compiled as a whole' in
+             r.getMessage()]
+  assert len(reasons) == 1 and 'host_call' in reasons[0], reasons
+  assert spy.compiled_runs > 0 and spy.whole_loop_runs == 0
+  plain, _ = _train(tmp_path / 'plain', model_fn, False)
+  _assert_same_training(compiled, plain)
+
+
+def test_input_larger_than_a_group_may_hold_compiles_the_step_only(tmp_path, caplog,
+                                                                   monkeypatch):
+  monkeypatch.setattr(inputs, 'GROUP_BYTES', 1024)
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    _, spy = _train(tmp_path, make_model_fn(tpu=True), True)
+  reasons = [r.getMessage() for r in caplog.records if 'not compiled as a whole' in
+             r.getMessage()]
+  assert len(reasons) == 1 and 'MiB' in reasons[0], reasons
+  assert spy.compiled_runs > 0 and spy.whole_loop_runs == 0

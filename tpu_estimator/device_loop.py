@@ -12,6 +12,7 @@ import functools
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator import xla
 
 
 def _control_flow_v2(fn):
@@ -30,9 +31,10 @@ def _control_flow_v2(fn):
 def train_loop(next_inputs, run_step, iterations):
   """Returns (steps_run, loss) tensors.
 
-  `next_inputs()` → the per-replica inputs of one step, read with `get_next()`: at the end of
-  the input the loop's `session.run` fails with OutOfRangeError after the steps already run
-  (their updates are kept and counted by the global step), which ends training cleanly.
+  `next_inputs(index)` → the per-replica inputs of step `index` (from 0), read with
+  `get_next()`: at the end of the input the loop's `session.run` fails with OutOfRangeError
+  after the steps already run (their updates are kept and counted by the global step), which
+  ends training cleanly.
   `run_step(values)` → the step's scalar loss, with the update as a control dependency.
   `loss` is the last step's loss, or the first non-finite one: the loop stops there, so NaN
   checks name the right step.
@@ -44,10 +46,35 @@ def train_loop(next_inputs, run_step, iterations):
 
   def body(steps, loss):
     del loss
-    return steps + 1, tf.cast(run_step(next_inputs()), tf.float32)
+    return steps + 1, tf.cast(run_step(next_inputs(steps)), tf.float32)
 
   init = (tf.constant(0, tf.int64), tf.constant(0.0))
   return tf.while_loop(cond, body, init, parallel_iterations=1)
+
+
+@_control_flow_v2
+def compiled_train_loop(group, inputs_at, run_step, iterations, device):
+  """`train_loop` compiled as one XLA computation on `device`: the loop, every step's
+  forward pass, gradients and update, and the global step, with no TensorFlow op per step.
+
+  `group`: the flat input tensors of up to `iterations` steps, read before the loop (each of
+  shape [steps, ...]: `inputs.HostInput.next_group`); `inputs_at(tensors)` → the per-replica
+  inputs of one step from those tensors' slices at the step's index.  Runs `iterations`
+  steps, fewer when the group is shorter (the end of the input: the loop control hook then
+  stops training) or when the loss stops being finite.  Returns (steps_run, loss)."""
+
+  def computation(iterations, *stacked):
+    available = tf.shape(stacked[0], out_type=tf.int64)[0]
+    count = tf.minimum(tf.cast(iterations, tf.int64), available)
+    at = lambda i: inputs_at([tf.gather(t, i) for t in stacked])
+    return train_loop.__wrapped__(at, run_step, count)
+
+  # Made here, it takes the control dependencies of the caller's scope (the computation's
+  # own ops do not), so the loop starts after what the caller orders it after.
+  iterations = tf.identity(iterations)
+  with tf.device(device):
+    steps_run, loss = xla.compile_computation(computation, [iterations] + list(group))
+  return steps_run, loss
 
 
 DRAINED_QUEUES = 'tpu_estimator_drained_queues'  # collect_loop's queues, by op name

@@ -25,6 +25,7 @@ from tpu_estimator import replication
 from tpu_estimator import layout as layout_lib
 from tpu_estimator import steps as steps_lib
 from tpu_estimator import warm_starting
+from tpu_estimator import xla
 from tpu_estimator.config import RunConfig
 from tpu_estimator.config import TPURunConfig
 from tpu_estimator.specs import ModeKeys
@@ -105,13 +106,13 @@ class Estimator:
     return graph
 
   @contextlib.contextmanager
-  def _call_graph(self, mode, input_fn):
+  def _call_graph(self, mode, input_fn, compile_loop=True):
     """The new graph of one call in `mode`, set up as every mode needs it, in this order: the
     call's plan (its replicas first), the global step (mirrored over the replicas; in training
     its cached read, which TensorFlow's hooks fetch, made before anything reads it), then the
     input.  Yields (graph, plan, global_step, host_input) inside the graph."""
     with self._graph().as_default() as graph:
-      plan = self._layout.plan(mode, self._config)
+      plan = self._layout.plan(mode, self._config, compile_loop)
       with plan.replicas.scope():
         global_step = _v1.train.get_or_create_global_step(graph)
       if mode == ModeKeys.TRAIN:
@@ -162,7 +163,19 @@ class Estimator:
       if max_steps <= start:
         _log.info('Skipping training since max_steps has already saved.')
         return self
-    with self._call_graph(ModeKeys.TRAIN, input_fn) as (graph, plan, global_step, host_input):
+    try:
+      return self._train_graph(input_fn, hooks, steps, max_steps, listeners, checkpoint, True)
+    except xla.NotCompilable as refusal:  # raised while building, before any session
+      if refusal.log:
+        xla.log_step_only(refusal)
+      return self._train_graph(input_fn, hooks, steps, max_steps, listeners, checkpoint, False)
+
+  def _train_graph(self, input_fn, hooks, steps, max_steps, listeners, checkpoint,
+                   compile_loop):
+    """One training call in a new graph; `compile_loop=False`: never compile its loop as a
+    whole."""
+    with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
+                                                                      host_input):
       device_scope = graph.device(self._config.device_fn) if self._config.device_fn else \
           contextlib.nullcontext()
       with device_scope:

@@ -111,13 +111,15 @@ class HostInput:
   """Iterators on the host and the per-replica inputs drawn from them for one step."""
 
   def __init__(self, results, input_mode, num_replicas, batch_axis=None, rows=None,
-               uneven=False, device=None):
+               uneven=False, device=None, group=None):
     """`results`: what each `input_fn` call returned (one, or one per replica for
     PER_SHARD_V1).  `rows`: rows expected per dataset element when sharding (None on one
     device).  `uneven`: a short or missing final element is spread over the replicas in order,
     each getting at most its share, some none (evaluation, prediction); otherwise a short
     element that cannot be split evenly ends the input (training).  `device`: a GPU the one
-    dataset's elements are prefetched to (see `_iterator`)."""
+    dataset's elements are prefetched to (see `_iterator`).  `group`: a number of steps whose
+    elements are read at once (`next_group`), for a device loop compiled as a whole; where the
+    input cannot be grouped, `ungrouped` says why and the input is read a step at a time."""
     self._mode = input_mode
     self._n = num_replicas
     self._batch_axis = batch_axis
@@ -125,6 +127,9 @@ class HostInput:
     self._uneven = uneven
     self._iterators = []
     self._tensors = None
+    self._element_spec = None
+    self.ungrouped = 'no group was asked for' if group is None else \
+        _why_not_grouped(results, num_replicas, group)
     results = [_check_result(r) for r in results]
     if self._splits_uneven():
       for result in results:
@@ -134,6 +139,9 @@ class HostInput:
       for dataset in results:
         if self._must_split_evenly():
           dataset = self._full_batches_only(dataset)
+        if not self.ungrouped:
+          self._element_spec = dataset.element_spec
+          dataset = dataset.batch(group)
         self._iterators.append(_iterator(dataset, device if len(results) == 1 else None))
     elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
       self._tensors = results[0]
@@ -246,6 +254,16 @@ class HostInput:
     elements = self._read_in_order(lambda iterator: iterator.get_next())
     return self._distribute([split_features_labels(e) for e in elements])
 
+  def next_group(self):
+    """The flat input tensors of up to `group` steps, each [steps, ...] (fewer steps at the end
+    of the input; OutOfRangeError when there is none left)."""
+    return tf.nest.flatten(self._iterators[0].get_next())
+
+  def inputs_at(self, tensors):
+    """`[(features, labels, rows)]` of one step from the slices of `next_group`'s tensors."""
+    element = tf.nest.pack_sequence_as(self._element_spec, tensors)
+    return self._distribute([split_features_labels(element)])
+
   def _read_in_order(self, read):
     """`read(iterator)` for every element of one step, each after the previous one: nothing
     orders a graph's reads otherwise (inside the device loop neither), and the replicas of
@@ -349,6 +367,29 @@ def _iterator(dataset, device):
   with tf.device(device):
     dataset = dataset.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=2))
     return _v1.data.make_initializable_iterator(dataset)
+
+
+GROUP_BYTES = 256 << 20  # the most input one group of steps may hold (two are prefetched)
+
+
+def _why_not_grouped(results, num_replicas, group):
+  """Why the input of a compiled loop cannot be read a group of steps at a time (None if it
+  can): one dataset for one replica whose elements are numeric tensors of static shapes, so
+  that every step of a group has the same shapes (a dataset batched with
+  drop_remainder=True), holding at most GROUP_BYTES per group."""
+  if num_replicas != 1 or len(results) != 1 or not isinstance(results[0], tf.data.Dataset):
+    return 'input_fn must return one tf.data.Dataset for one replica'
+  spec = results[0].element_spec
+  if not _device_friendly(spec):
+    return 'the dataset has elements other than numeric dense tensors'
+  if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec)):
+    return ('the dataset\'s elements have no static shape (batch it with '
+            'drop_remainder=True)')
+  size = group * sum(s.shape.num_elements() * s.dtype.size for s in tf.nest.flatten(spec))
+  if size > GROUP_BYTES:
+    return ('the input of %d steps (iterations_per_loop) would take %d MiB, more than %d MiB' %
+            (group, size >> 20, GROUP_BYTES >> 20))
+  return None
 
 
 def _device_friendly(spec):

@@ -13,6 +13,7 @@ import tensorflow as tf
 from tpu_estimator import errors
 from tpu_estimator import inputs
 from tpu_estimator import replication
+from tpu_estimator import xla
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.config import parse_iterations_per_loop
 from tpu_estimator.specs import ModeKeys
@@ -32,7 +33,9 @@ class Plan:
   of `ipl` (parsed iterations_per_loop).  `input_batch`/`model_batch`: `params['batch_size']` of
   `input_fn` and of `model_fn` (None when not set).  `input_mode`: how `input_fn` is called.
   `model_params`: the params `model_fn` gets (a private copy).  `config`: the estimator's
-  RunConfig (model_dir filled in), `model_dir` its model_dir."""
+  RunConfig (model_dir filled in), `model_dir` its model_dir.  `compiled_loop`: the training
+  loop is to be compiled as one XLA computation, input read a loop at a time
+  (`TPUConfig(xla=True)` on one replica; see xla.py)."""
   mode: str
   replicas: object
   sharded: bool
@@ -45,6 +48,7 @@ class Plan:
   allow_tpu_spec: bool
   host_call_every_n: int
   config: object
+  compiled_loop: bool = False
 
   @property
   def model_dir(self):
@@ -59,8 +63,10 @@ class OneDevice:
   def __init__(self, params):
     self.params = params
 
-  def plan(self, mode, config):
-    """The `Plan` of one call in `mode` with the estimator's `config`."""
+  def plan(self, mode, config, compile_loop=True):
+    """The `Plan` of one call in `mode` with the estimator's `config` (`compile_loop=False`:
+    never compile a training loop as a whole)."""
+    del compile_loop
     return Plan(mode=mode, replicas=replication.single_device(), sharded=False, loop=False,
                 ipl=None, input_batch=None, model_batch=None,
                 input_mode=InputPipelineConfig.PER_HOST_V1,
@@ -111,7 +117,7 @@ class Sharded(OneDevice):
     self.eval_on_tpu = eval_on_tpu
     self.host_call_every_n = tpu_config.experimental_host_call_every_n_steps
 
-  def plan(self, mode, config):
+  def plan(self, mode, config, compile_loop=True):
     sharded = self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
     if not sharded:
       replicas = replication.single_device()
@@ -126,11 +132,13 @@ class Sharded(OneDevice):
     if model_batch is not None:
       params[BATCH_SIZE_KEY] = model_batch
     params['use_tpu'] = self.use_tpu
-    return Plan(mode=mode, replicas=replicas, sharded=sharded,
-                loop=sharded and mode == ModeKeys.TRAIN, ipl=ipl, input_batch=input_batch,
-                model_batch=model_batch, input_mode=input_mode, model_params=params,
-                allow_tpu_spec=self.allow_tpu_spec, host_call_every_n=self.host_call_every_n,
-                config=config)
+    loop = sharded and mode == ModeKeys.TRAIN
+    return Plan(mode=mode, replicas=replicas, sharded=sharded, loop=loop, ipl=ipl,
+                input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
+                model_params=params, allow_tpu_spec=self.allow_tpu_spec,
+                host_call_every_n=self.host_call_every_n, config=config,
+                compiled_loop=loop and compile_loop and xla.loop_compilable(config, replicas,
+                                                                            ipl))
 
   def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one
@@ -210,7 +218,8 @@ class Sharded(OneDevice):
       return inputs.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
     return inputs.HostInput(results, plan.input_mode, replicas.local_replicas, self.batch_axis,
                             rows=plan.input_batch, uneven=plan.mode != ModeKeys.TRAIN,
-                            device=_input_device(plan))
+                            device=_input_device(plan),
+                            group=plan.ipl[1] if plan.compiled_loop else None)
 
 
 def _input_device(plan):

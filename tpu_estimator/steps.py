@@ -200,6 +200,8 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     _global_step_reads_first(captured['step_ops'][start:], global_step)
     loss = tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
     host_call = captured['spec'].host_call
+    if host_call is not None and whole:
+      raise xla.NotCompilable('model_fn returns a host_call, which runs on the host every step')
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
       if plan.sharded:
         host_calls.check_batch_major('host_call', outs[0][1])
@@ -215,21 +217,35 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         loss = tf.identity(loss)
     return loss
 
-  next_inputs = host_input.next_replica_inputs
+  whole = plan.compiled_loop and not host_input.ungrouped
+  if plan.compiled_loop and not whole:
+    xla.log_step_only(host_input.ungrouped)
+  next_inputs = lambda _: host_input.next_replica_inputs()
   micro_batches = accumulation.steps_of(plan.config)
   if micro_batches > 1:
     run_step, next_inputs = _accumulating_step(plan, replica_step, host_input,
-                                               micro_batches, captured), lambda: None
+                                               micro_batches, captured), lambda _: None
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
   # loop must not start before it was read.
   step_read = _v1.get_collection(_tf_internals.GLOBAL_STEP_READ_KEY)
   with plan.replicas.scope(), tf.control_dependencies(step_read), \
-      cpu_updates.elementwise_adam(active=plan.replicas.on_cpu):
-    steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
+      cpu_updates.elementwise_adam(active=plan.replicas.on_cpu and not whole):
+    if whole:
+      steps_run, loss = device_loop.compiled_train_loop(
+          host_input.next_group(), host_input.inputs_at, run_step, iterations,
+          plan.replicas.devices[0])
+    else:
+      steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
   _drop_loop_summaries()
-  plan.replicas.xla = xla.decide(plan.config, _v1.get_default_graph(), captured['step_ops'],
-                                 plan.replicas)
+  if whole:
+    refusal = xla.whole_loop_refusal(_v1.get_default_graph(), captured['step_ops'],
+                                     plan.replicas)
+    if refusal:
+      raise xla.NotCompilable(refusal, log=False)
+  else:
+    plan.replicas.xla = xla.decide(plan.config, _v1.get_default_graph(),
+                                   captured['step_ops'], plan.replicas)
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
   spec_hooks = list(spec.training_hooks)

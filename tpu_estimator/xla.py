@@ -24,7 +24,9 @@ import threading
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator import accumulation
 from tpu_estimator import errors
+from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')
@@ -65,6 +67,42 @@ def wanted(config):
   """Whether `config`'s TPUConfig asks for XLA (None → `DEFAULT`)."""
   value = getattr(getattr(config, 'tpu_config', None), 'xla', None)
   return DEFAULT if value is None else value
+
+
+def loop_compilable(config, replicas, ipl):
+  """Whether a training loop with these settings is compiled as a whole (before model_fn and
+  the input are seen; `steps` may still fall back, see `whole_loop_refusal`): XLA wanted, one
+  replica on this machine (a computation runs on one device), a loop of a fixed number of
+  steps, and no gradient accumulation."""
+  return bool(wanted(config) and replicas.num_replicas == 1 and
+              replicas.kind != 'multi_worker' and ipl is not None and ipl[0] == 'count' and
+              accumulation.steps_of(config) == 1)
+
+
+def whole_loop_refusal(graph, step_ops, replicas):
+  """Why a loop built for whole compilation cannot be compiled after all (None if it can):
+  model_fn's step has an op without an XLA kernel.  The caller then builds the loop again,
+  uncompiled (`NotCompilable`)."""
+  kind = 'gpu' if replicas.on_gpu else 'cpu'
+  missing = uncompilable(op_types(graph, step_ops), kind)
+  if missing:
+    return 'these ops in model_fn have no XLA kernel: %s' % ', '.join(missing)
+  return None
+
+
+def log_step_only(reason):
+  """Says why a training loop that `xla=True` would compile as a whole is not."""
+  _log.warning('TPUConfig(xla=True): the training loop is not compiled as a whole (%s); '
+               'its step is compiled on its own, which gains less.', reason)
+
+
+class NotCompilable(Exception):
+  """A training loop built for whole compilation cannot be compiled: build it again without.
+  `log`: the reason is to be logged (not where `decide` names the ops again)."""
+
+  def __init__(self, reason, log=True):
+    super().__init__(reason)
+    self.log = log
 
 
 def _ensure_kernels_registered():
@@ -130,6 +168,14 @@ def decide(config, graph, operations, replicas):
                  'to host_call) to compile the step.', ', '.join(missing))
     return False
   return True
+
+
+def compile_computation(computation, inputs):
+  """`computation(*inputs)` built as one XLA computation (TensorFlow's graph-mode
+  `tf.xla.experimental.compile`, deprecated but the only one that compiles a v1 graph's
+  while-loop with the variables model_fn creates inside it); returns its outputs."""
+  with quiet.internal_calls():
+    return tf.xla.experimental.compile(computation, inputs)
 
 
 def session_config(config):
