@@ -1,5 +1,7 @@
 """tf.contrib.opt: AdamW / MomentumW steps by hand (decoupled decay), LazyAdam touching only
 the looked-up rows, and TF 1.x slot names."""
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -101,3 +103,31 @@ def test_lazy_adam_leaves_a_row_alone_once_it_is_no_longer_looked_up(lazy):
       after_second = session.run(table)
   moved = not np.allclose(after_second[0], after_first[0])
   assert moved != lazy  # Adam keeps moving row 0 on its momentum; LazyAdam does not
+
+
+def _slow_read(var, seconds=0.3):
+  """`var`'s value, read only once a `seconds` sleep has ended: an update that does not wait
+  for the gradient would run first."""
+  sleep = tf.py_function(lambda: time.sleep(seconds) or 0.0, [], tf.float32)
+  with tf.control_dependencies([sleep]):
+    return tf.identity(var) if not hasattr(var, 'read_value') else var.read_value()
+
+
+@pytest.mark.parametrize('resource', [True, False])
+@pytest.mark.parametrize('sparse', [False, True])
+def test_decay_waits_for_the_gradient(resource, sparse):
+  """The gradient is taken at the weights before the decay, whatever order the ops are
+  scheduled in: otherwise a slow forward pass (a loaded machine, a replica on another
+  device) sees the decayed weights and results differ from run to run."""
+  lr, wd = 0.1, 0.5
+  with tf.Graph().as_default():
+    var = v1.get_variable('w', initializer=tf.constant([[1.0], [2.0]]), use_resource=resource)
+    value = _slow_read(var)
+    if sparse:
+      value = tf.gather(value, [0, 1])
+    train = opt.MomentumWOptimizer(wd, lr, 0.0).minimize(0.5 * tf.reduce_sum(value ** 2))
+    with v1.Session() as session:
+      session.run(v1.global_variables_initializer())
+      session.run(train)
+      # gradient w0 (not (1 - wd) * w0): w1 = w0 - wd * w0 - lr * w0
+      np.testing.assert_allclose(session.run(var), [[0.4], [0.8]], rtol=1e-6)

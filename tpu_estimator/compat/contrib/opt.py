@@ -3,7 +3,7 @@
 
 - `AdamWOptimizer`, `MomentumWOptimizer` and `extend_with_decoupled_weight_decay`: decoupled
   weight decay (Loshchilov & Hutter): each step first does `var -= weight_decay * var`, then
-  the base optimizer's update.  `weight_decay` is NOT multiplied by the learning rate (scale
+  the base optimizer's update; the gradient is always that of the weights before the decay.  `weight_decay` is NOT multiplied by the learning rate (scale
   it yourself along a schedule, as TF 1.15 documented).  `decay_var_list` in `minimize` /
   `apply_gradients` limits the decay to those variables.  Sparse gradients decay only the
   rows they touch.
@@ -54,33 +54,39 @@ class DecoupledWeightDecayExtension:
   def _decays(self, var):
     return self._decay_var_list is None or _ref(var) in self._decay_var_list
 
-  def _decay_dense(self, var):
+  # The decay waits for the gradient (as the base update does, taking it as input): it has no
+  # data input that orders it after the forward pass, which could otherwise read the already
+  # decayed weights, in an order that changes from run to run (a loaded machine, replicas on
+  # several devices: their gradients are reduced, so the decay waits for every replica).
+  def _decay_dense(self, grad, var):
     if not self._decays(var):
       return tf.no_op()
-    decay = tf.cast(self._weight_decay_tensor, var.dtype.base_dtype)
-    return _v1.assign_sub(var, decay * var, use_locking=self._use_locking)
+    with tf.control_dependencies([grad]):
+      decay = tf.cast(self._weight_decay_tensor, var.dtype.base_dtype)
+      return _v1.assign_sub(var, decay * var, use_locking=self._use_locking)
 
-  def _decay_rows(self, var, indices):
+  def _decay_rows(self, grad, var, indices):
     if not self._decays(var):
       return tf.no_op()
-    decay = tf.cast(self._weight_decay_tensor, var.dtype.base_dtype)
-    return _v1.scatter_add(var, indices, -decay * tf.gather(var, indices),
-                           use_locking=self._use_locking)
+    with tf.control_dependencies([grad, indices]):
+      decay = tf.cast(self._weight_decay_tensor, var.dtype.base_dtype)
+      return _v1.scatter_add(var, indices, -decay * tf.gather(var, indices),
+                             use_locking=self._use_locking)
 
   def _apply_dense(self, grad, var):
-    with tf.control_dependencies([self._decay_dense(var)]):
+    with tf.control_dependencies([self._decay_dense(grad, var)]):
       return super()._apply_dense(grad, var)
 
   def _resource_apply_dense(self, grad, var):
-    with tf.control_dependencies([self._decay_dense(var)]):
+    with tf.control_dependencies([self._decay_dense(grad, var)]):
       return super()._resource_apply_dense(grad, var)
 
   def _apply_sparse(self, grad, var):
-    with tf.control_dependencies([self._decay_rows(var, grad.indices)]):
+    with tf.control_dependencies([self._decay_rows(grad.values, var, grad.indices)]):
       return super()._apply_sparse(grad, var)
 
   def _resource_apply_sparse(self, grad, var, indices):
-    with tf.control_dependencies([self._decay_rows(var, indices)]):
+    with tf.control_dependencies([self._decay_rows(grad, var, indices)]):
       return super()._resource_apply_sparse(grad, var, indices)
 
 
