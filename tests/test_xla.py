@@ -170,7 +170,7 @@ def test_bad_setting_is_refused(value):
 def test_whole_loop_reads_every_batch_to_the_end_of_the_input(tmp_path):
   """7 batches, loops of 3: the compiled loop runs 3, 3, then the 1 left, as the uncompiled one
   does; no batch of the last, short group is dropped."""
-  model_fn = make_model_fn(tpu=True, optimizer='adam')
+  model_fn = make_model_fn(tpu=True)
   plain, _ = _train(tmp_path / 'plain', model_fn, False, steps=None, rows=112, repeat=False)
   compiled, spy = _train(tmp_path / 'xla', model_fn, True, steps=None, rows=112, repeat=False)
   assert spy.whole_loop_runs == spy.compiled_runs >= 3
