@@ -342,8 +342,9 @@ class TPUConfig(
   `params['batch_size']` and one optimizer update with their mean gradient; the global step,
   `max_steps` and `iterations_per_loop` count updates.  `precision='mixed_bfloat16'` or
   `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
-  (precision.py).  `xla=True` compiles the training step of use_tpu=True with XLA, `False`
-  does not, `None` (default) is the measured default, `xla.DEFAULT` (xla.py).
+  (precision.py).  `xla=True` compiles use_tpu=True training with XLA (the whole device
+  loop on one replica with static input shapes, else the step), `False` does not, `None`
+  (default) is the measured default, `xla.DEFAULT` (xla.py).
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,

@@ -220,6 +220,25 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   whole = plan.compiled_loop and not host_input.ungrouped
   if plan.compiled_loop and not whole:
     xla.log_step_only(host_input.ungrouped)
+  iterations, steps_run, loss = _loop(plan, host_input, run_step, replica_step, captured,
+                                      whole)
+  _drop_loop_summaries()
+  _decide_xla(plan, captured['step_ops'], whole)
+  spec = captured['spec']
+  scaffold = _loop_scaffold(captured)
+  spec_hooks = list(spec.training_hooks)
+  if 'writer' in captured:
+    spec_hooks.append(captured['writer'].hook())
+  with tf.control_dependencies([steps_run, loss]):
+    step_after = tf.identity(plan.replicas.primary(global_step).read_value())
+  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
+                   loss=loss, train_op=None, global_step=step_after, iterations=iterations,
+                   steps_run=steps_run)
+
+
+def _loop(plan, host_input, run_step, replica_step, captured, whole):
+  """(iterations placeholder, steps_run, loss) of the training loop: compiled as a whole
+  (`whole`), of accumulating steps, or of plain steps."""
   next_inputs = lambda _: host_input.next_replica_inputs()
   micro_batches = accumulation.steps_of(plan.config)
   if micro_batches > 1:
@@ -237,25 +256,19 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
           plan.replicas.devices[0])
     else:
       steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
-  _drop_loop_summaries()
+  return iterations, steps_run, loss
+
+
+def _decide_xla(plan, step_ops, whole):
+  """After the loop is built: a loop built for whole compilation whose step cannot compile is
+  built again (`xla.NotCompilable`); any other decides whether its step is auto-clustered."""
+  graph = _v1.get_default_graph()
   if whole:
-    refusal = xla.whole_loop_refusal(_v1.get_default_graph(), captured['step_ops'],
-                                     plan.replicas)
+    refusal = xla.whole_loop_refusal(graph, step_ops, plan.replicas)
     if refusal:
       raise xla.NotCompilable(refusal, log=False)
   else:
-    plan.replicas.xla = xla.decide(plan.config, _v1.get_default_graph(),
-                                   captured['step_ops'], plan.replicas)
-  spec = captured['spec']
-  scaffold = _loop_scaffold(captured)
-  spec_hooks = list(spec.training_hooks)
-  if 'writer' in captured:
-    spec_hooks.append(captured['writer'].hook())
-  with tf.control_dependencies([steps_run, loss]):
-    step_after = tf.identity(plan.replicas.primary(global_step).read_value())
-  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
-                   loss=loss, train_op=None, global_step=step_after, iterations=iterations,
-                   steps_run=steps_run)
+    plan.replicas.xla = xla.decide(plan.config, graph, step_ops, plan.replicas)
 
 
 _STEP_READS = frozenset(['ReadVariableOp', 'Identity'])  # resource and TF1 reference variables

@@ -1,22 +1,27 @@
-"""XLA-compiled training steps: `TPUConfig(xla=None | True | False)`.
+"""XLA-compiled training: `TPUConfig(xla=None | True | False)`.
 
-With XLA on, the training session of `use_tpu=True` runs with TensorFlow's XLA auto-clustering
-(`global_jit_level=ON_1`, plus the process flag that allows it on CPU): the graph optimizer
-gathers the compilable ops of the device loop's body (the replicated step: forward pass,
-gradients, optimizer update) into clusters per device, compiles each once per session and
-runs the compiled kernel every step.  The loop itself and the input (`get_next`) stay regular
-TensorFlow ops: an iterator cannot be compiled.  The graph, its variable names and so the
-checkpoints are the same with or without XLA; only the kernels differ (results equal within
-float rounding).
+With XLA on, `use_tpu=True` training is compiled in one of two ways:
 
-Before the session starts, the op types `model_fn` built into the step are checked against
-XLA's kernels for the replicas' device: if one has none (a `tf.py_function`, string ops,
-`tf.print`), the step is not compiled at all and a warning names the op types (a partly
-compiled step would cut the clusters around them and cost more than it saves).
+* **The whole loop** (`loop_compilable`, then `HostInput` grouping the input): one replica,
+  input of static shapes, no host_call.  The loop's input is read before it and the loop with
+  every step in it is one XLA computation (`compile_computation`, built by
+  `device_loop.compiled_train_loop`): no TensorFlow op runs per step.
+* **The step alone** otherwise: the training session runs with TensorFlow's XLA
+  auto-clustering (`global_jit_level=ON_1`, plus the process flag that allows it on CPU): the
+  graph optimizer gathers the compilable ops of the device loop's body (the replicated step)
+  into clusters per device, compiled once per session; the loop and the input (`get_next`)
+  stay TensorFlow ops.
+
+Either way the graph's variable names and so the checkpoints are those of the uncompiled loop
+(results equal within float rounding).  Before the session starts, the op types `model_fn`
+built into the step are checked against XLA's kernels for the replicas' device: if one has
+none (a `tf.py_function`, string ops, `tf.print`), nothing is compiled and a warning names the
+op types (a partly compiled step would cut the clusters around them and cost more than it
+saves).
 
 `xla=None` (the default) resolves to `DEFAULT` below, chosen by measurement
 (docs/design-decisions.md, "XLA-compiled training steps").  Evaluation and prediction are not
-compiled.  The option applies to `use_tpu=True` training (the device loop) only.
+compiled.
 """
 import logging
 import threading
