@@ -251,7 +251,8 @@ def test_kept_session_closed_with_the_estimator(tmp_path, data):
   est.evaluate(h.dataset_input_fn(*data, repeat=False))
   # pylint: disable=protected-access
   sessions = [e.session for e in est._graph_cache._entries.values()]
-  assert len(sessions) == 1 and not sessions[0]._closed
+  assert len(sessions) == 2  # the training call's and the evaluation's
+  assert not any(session._closed for session in sessions)
   del est
   gc.collect()
-  assert sessions[0]._closed
+  assert all(session._closed for session in sessions)

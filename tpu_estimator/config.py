@@ -23,7 +23,7 @@ _REPLACEABLE = frozenset([
     'keep_checkpoint_every_n_hours', 'log_step_count_steps', 'train_distribute', 'device_fn',
     'protocol', 'eval_distribute', 'experimental_distribute',
     'experimental_max_worker_delay_secs', 'session_creation_timeout_secs',
-    'checkpoint_save_graph_def', 'progress_bar', 'reuse_eval_graphs'
+    'checkpoint_save_graph_def', 'progress_bar', 'reuse_eval_graphs', 'reuse_train_graphs'
 ])
 
 
@@ -147,7 +147,7 @@ class RunConfig:
                train_distribute=None, device_fn=None, protocol=None, eval_distribute=None,
                experimental_distribute=None, experimental_max_worker_delay_secs=None,
                session_creation_timeout_secs=7200, checkpoint_save_graph_def=True,
-               progress_bar=None, reuse_eval_graphs=True):
+               progress_bar=None, reuse_eval_graphs=True, reuse_train_graphs=True):
     save_checkpoints_steps, save_checkpoints_secs = _checkpoint_schedule(
         save_checkpoints_steps, save_checkpoints_secs)
     model_dir = _checked_model_dir(model_dir)
@@ -174,6 +174,10 @@ class RunConfig:
       raise errors.type_error('`reuse_eval_graphs` must be a bool.',
                               'Pass False to build a new graph for every evaluate()/predict().',
                               reuse_eval_graphs=reuse_eval_graphs)
+    if not isinstance(reuse_train_graphs, bool):
+      raise errors.type_error('`reuse_train_graphs` must be a bool.',
+                              'Pass False to build a new graph for every train().',
+                              reuse_train_graphs=reuse_train_graphs)
     self._cluster = parse_tf_config()
     if model_dir is None and self._cluster.model_dir:
       model_dir = self._cluster.model_dir
@@ -197,6 +201,7 @@ class RunConfig:
     self._progress_bar = progress_bar
     # evaluate()/predict() keep their graph and session for the next call (graph_cache.py).
     self._reuse_eval_graphs = reuse_eval_graphs
+    self._reuse_train_graphs = reuse_train_graphs
 
   def _fields(self):
     return {name: getattr(self, '_' + name) for name in _REPLACEABLE}
@@ -242,6 +247,7 @@ class RunConfig:
   checkpoint_save_graph_def = property(lambda self: self._checkpoint_save_graph_def)
   progress_bar = property(lambda self: self._progress_bar)
   reuse_eval_graphs = property(lambda self: self._reuse_eval_graphs)
+  reuse_train_graphs = property(lambda self: self._reuse_train_graphs)
   cluster_spec = property(lambda self: self._cluster.cluster_spec)
   task_type = property(lambda self: self._cluster.task_type)
   task_id = property(lambda self: self._cluster.task_id)

@@ -172,38 +172,108 @@ class Estimator:
 
   def _train_graph(self, input_fn, hooks, steps, max_steps, listeners, checkpoint,
                    compile_loop):
-    """One training call in a new graph; `compile_loop=False`: never compile its loop as a
+    """One training call, in the graph and session an earlier call with the same `input_fn`
+    kept (graph_cache.py) or in a new graph; `compile_loop=False`: never compile its loop as a
     whole."""
+    key = graph_cache.Key(ModeKeys.TRAIN, input_fn, (compile_loop,))
+    entry = self._kept_train_graph(key, checkpoint)
+    while True:
+      if entry is None:
+        entry = self._build_train(key, input_fn, listeners, checkpoint, compile_loop)
+      finished = stale = False
+      try:
+        with entry.graph.as_default():
+          last_loss = self._run_train(entry, hooks, steps, max_steps, listeners, checkpoint)
+        finished = True
+      except graph_cache.Stale:  # a hook of this call builds ops: not in a kept graph
+        stale = True
+      finally:
+        if finished and entry.reason is None:
+          latest = checkpoints.latest_checkpoint(self._model_dir)
+          entry.saved = graph_cache.checkpoint_state(latest) if latest else None
+          entry.signature = graph_cache.checkpoint_signature(latest) if latest else None
+        self._keep_or_close(entry, finished)
+      if stale:
+        entry = None
+        continue
+      _log.info('Loss for final step: %s.', last_loss)
+      return self
+
+  def _kept_train_graph(self, key, checkpoint):
+    """The training graph a previous call kept, if it can go on from `checkpoint`: the one it
+    saved last, or another with the same variables (restored into it)."""
+    if not self._config.reuse_train_graphs or not checkpoint:
+      return None  # without a checkpoint a new graph initializes anew
+    entry = self._graph_cache.take(key)
+    if entry is not None and graph_cache.checkpoint_state(checkpoint) != entry.saved and \
+        not entry.fits(checkpoint):
+      entry.close()
+      return None
+    return entry
+
+  def _build_train(self, key, input_fn, listeners, checkpoint, compile_loop):
     with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
                                                                       host_input):
       device_scope = graph.device(self._config.device_fn) if self._config.device_fn else \
           contextlib.nullcontext()
       with device_scope:
         built = steps_lib.build_train(plan, self._model_fn, host_input, global_step)
-      loss = built.loss
       if not checkpoint:
         warm_starting.apply(self._warm_start)
-      _v1.summary.scalar('loss', loss)
+      _v1.summary.scalar('loss', built.loss)
       checkpoints.ensure_saver(self._config)
       if checkpoint:
         checkpoints.check_shapes(checkpoint)
-      all_hooks = self._train_hooks(plan, built, host_input, hooks, global_step, steps,
-                                    max_steps, listeners)
-      fetch = built.train_op
-      last_loss = None
-      with preemption.deferred_sigterm() as sigterm:
-        all_hooks.insert(1, preemption.PreemptionHook(sigterm))
-        with checkpoints.restore_errors(checkpoint):
-          session = self._session(plan.replicas, built.scaffold, all_hooks,
-                                  checkpoint_dir=self._model_dir)
-        with errors.runtime_checks_as_value_errors(), session:
-          while not session.should_stop():
-            if fetch is None:
-              last_loss = session.run(loss)
-            else:
-              _, last_loss = session.run([fetch, loss])
-    _log.info('Loss for final step: %s.', last_loss)
-    return self
+      entry = graph_cache.Entry(key, graph, built.scaffold, _TrainParts(
+          plan, built, host_input, global_step))
+      entry.reason = self._why_train_not_kept(graph, plan, built, host_input, listeners)
+      if entry.reason is not None:
+        _log.debug('The training graph is built for this call only: %s.', entry.reason)
+      return entry
+
+  def _why_train_not_kept(self, graph, plan, built, host_input, listeners):
+    if not self._config.reuse_train_graphs:
+      return 'RunConfig(reuse_train_graphs=False)'
+    if listeners:
+      return 'saving_listeners were passed to the call'
+    roots = [t for t in (built.loss, built.train_op, built.global_step, built.steps_run)
+             if t is not None]
+    return graph_cache.why_not_kept(
+        graph, built.scaffold, [], built.spec_hooks + built.chief_hooks + built.hooks,
+        roots + _hook_tensors(host_input.hooks), bool(host_input.hooks), plan.replicas,
+        unseeded_ok=True)
+
+  def _run_train(self, entry, hooks, steps, max_steps, listeners, checkpoint):
+    """Runs training in `entry`'s graph; returns the last loss.  `graph_cache.Stale` when a
+    hook would build ops in a kept (finalized) graph: the call needs a new one."""
+    parts = entry.parts
+    plan, built = parts.plan, parts.built
+    all_hooks = self._train_hooks(plan, built, parts.host_input, hooks, parts.global_step,
+                                  steps, max_steps, listeners)
+    reused = entry.session is not None
+    last_loss = None
+    with preemption.deferred_sigterm() as sigterm:
+      all_hooks.insert(1, preemption.PreemptionHook(sigterm))
+      with checkpoints.restore_errors(checkpoint):
+        try:
+          session = self._train_session(entry, all_hooks, checkpoint)
+        except RuntimeError as error:
+          if reused and 'finalized' in str(error):
+            raise graph_cache.Stale(checkpoint) from error
+          raise
+      with errors.runtime_checks_as_value_errors(), session:
+        while not session.should_stop():
+          if built.train_op is None:
+            last_loss = session.run(built.loss)
+          else:
+            _, last_loss = session.run([built.train_op, built.loss])
+    return last_loss
+
+  def _train_session(self, entry, hooks, checkpoint):
+    replicas = entry.parts.plan.replicas
+    if entry.reason is not None:
+      return self._session(replicas, entry.scaffold, hooks, checkpoint_dir=self._model_dir)
+    return self._kept_session(replicas, entry, hooks, checkpoint)
 
   def _train_hooks(self, plan, built, host_input, hooks, global_step, steps, max_steps,
                    listeners):
@@ -517,6 +587,15 @@ class Estimator:
                                    checkpoint_path=checkpoint_path)
 
   export_savedmodel = export_saved_model
+
+
+@dataclasses.dataclass
+class _TrainParts:
+  """What running a training graph needs, kept with it (`graph_cache.Entry.parts`)."""
+  plan: object
+  built: object
+  host_input: object
+  global_step: object
 
 
 @dataclasses.dataclass

@@ -24,6 +24,7 @@ A graph is kept only where reusing it is provably the same as rebuilding it, giv
   any other is evaluated in a new graph, as before.
 Anything else is built per call, as the original did.
 """
+import os
 import threading
 import weakref
 
@@ -58,9 +59,37 @@ def _keeps_state(op_type):
       ('Shuffle' in op_type and not op_type.startswith('Stateless'))
 
 
-def _stateful_op(graph, roots):
+_SEEDS = ('seed', 'seed2')
+
+
+def _draws_random(op_type):
+  """Random numbers and shuffles (not queues, tables or iterators, which keep other state)."""
+  return _keeps_state(op_type) and 'Queue' not in op_type and 'Table' not in op_type and \
+      'Iterator' not in op_type and op_type not in (
+          'ConditionalAccumulator', 'SparseConditionalAccumulator', 'Barrier')
+
+
+def _unseeded(attrs, seed_inputs):
+  """Whether a random op draws from seeds TensorFlow picks anew in every new graph (neither a
+  graph nor an op seed was set): its seed attributes and its `seed`/`seed2` inputs, constants,
+  are all 0.  A new graph then draws another random sequence, as a kept one going on does."""
+  if not attrs and not seed_inputs:
+    return False
+  values = list(attrs) + [tf.get_static_value(t) for t in seed_inputs]
+  return all(v is not None and int(v) == 0 for v in values)
+
+
+def _graph_op_unseeded(op):
+  attrs = [op.get_attr(a) for a in _SEEDS if a in op.node_def.attr]
+  args = [a.name for a in op.op_def.input_arg]
+  inputs = [t for t, name in zip(op.inputs, args) if name in _SEEDS]
+  return _unseeded(attrs, inputs)
+
+
+def _stateful_op(graph, roots, unseeded_ok=False):
   """The type of an op that keeps state between sessions and runs for `roots` (ops or
-  tensors), in the graph or in a function they call; None if there is none."""
+  tensors), in the graph or in a function they call; None if there is none.  `unseeded_ok`:
+  random ops drawing from unseeded sequences do not count (see `_unseeded`)."""
   drained = set(graph.get_collection(device_loop.DRAINED_QUEUES))
   seen, stack, functions = set(), [getattr(r, 'op', r) for r in roots], []
   while stack:
@@ -68,7 +97,8 @@ def _stateful_op(graph, roots):
     if op is None or op.name in seen:
       continue
     seen.add(op.name)
-    if _keeps_state(op.type) and op.name not in drained:
+    if _keeps_state(op.type) and op.name not in drained and not (
+        unseeded_ok and _draws_random(op.type) and _graph_op_unseeded(op)):
       return op.type
     functions.extend(_tf_internals.called_function_names(op.node_def))
     stack.extend(t.op for t in op.inputs)
@@ -85,7 +115,10 @@ def _stateful_op(graph, roots):
     definition = function.cached_definition if hasattr(function, 'cached_definition') else \
         function.definition
     for node in definition.node_def:
-      if _keeps_state(node.op):
+      seeds = [node.attr[a].i for a in _SEEDS if a in node.attr]
+      if _keeps_state(node.op) and not (
+          unseeded_ok and _draws_random(node.op) and 'Dataset' not in node.op and
+          _unseeded(seeds, [])):
         return node.op
       functions.extend(_tf_internals.called_function_names(node))
       if _tf_internals.graph_function(graph, node.op) is not None:
@@ -93,9 +126,10 @@ def _stateful_op(graph, roots):
   return None
 
 
-def why_not_kept(graph, scaffold, call_hooks, graph_hooks, roots, has_iterators, replicas):
+def why_not_kept(graph, scaffold, call_hooks, graph_hooks, roots, has_iterators, replicas,
+                 unseeded_ok=False):
   """Why a just-built graph (its session not created yet) cannot serve the next call; None
-  when it can."""
+  when it can.  `unseeded_ok`: unseeded random ops may run (see `_unseeded`)."""
   if call_hooks:
     return 'hooks were passed to the call'
   if graph_hooks:
@@ -111,7 +145,7 @@ def why_not_kept(graph, scaffold, call_hooks, graph_hooks, roots, has_iterators,
     return 'the graph has its own init or ready ops'
   if graph.get_collection(_v1.GraphKeys.QUEUE_RUNNERS):
     return 'the graph has queue runners'
-  stateful = _stateful_op(graph, roots)
+  stateful = _stateful_op(graph, roots, unseeded_ok)
   if stateful:
     return 'a %s op keeps state between calls' % stateful
   return None
@@ -164,9 +198,12 @@ class Entry:
     self.parts = parts
     self.session = None
     self.signature = None
+    self.saved = None  # training: `checkpoint_state` of the checkpoint the session holds
     self.calls = 0
 
   def creator(self, checkpoint_path, master, session_config):
+    if self.key.mode == 'train':
+      return _TrainCreator(self, checkpoint_path, master, session_config)
     return _Creator(self, checkpoint_path, master, session_config)
 
   def fits(self, checkpoint_path):
@@ -201,14 +238,61 @@ class _Creator(_v1.train.SessionCreator):
       entry.signature = checkpoint_signature(self._path)
     session = entry.session
     scaffold.saver.restore(session, self._path)
-    session.run(scaffold.local_init_op, feed_dict=scaffold.local_init_feed_dict)
-    if scaffold.ready_op is not None:
-      missing = session.run(scaffold.ready_op)
-      if missing is not None and getattr(missing, 'size', 0):
-        raise RuntimeError('The model is not ready after restoring %s: %s are not '
-                           'initialized.' % (self._path, list(missing)))
+    _local_init_and_check(session, scaffold, self._path)
     entry.calls += 1
     return session
+
+
+def checkpoint_state(path):
+  """What identifies a checkpoint's content: its path and its index file's size and time."""
+  try:
+    info = os.stat(path + '.index')
+  except OSError:
+    return None
+  return (path, info.st_size, info.st_mtime_ns)
+
+
+class _TrainCreator(_v1.train.SessionCreator):
+  """The session of a kept training graph, prepared as TensorFlow's SessionManager prepares a
+  new one: `checkpoint` restored (the Saver told of the checkpoints before it, so it keeps
+  deleting the oldest), or without one the init op and init_fn run; then the local init op
+  and the ready check.  A later call whose checkpoint is the one this session saved last
+  (`entry.saved`) restores nothing: the session holds those values already."""
+
+  def __init__(self, entry, checkpoint, master, session_config):
+    self._entry = entry
+    self._path = checkpoint
+    self._master = master
+    self._config = session_config
+
+  def create_session(self):
+    entry, scaffold = self._entry, self._entry.scaffold
+    scaffold.finalize()
+    fresh = entry.session is None
+    if fresh:
+      entry.session = _KeptSession(self._master, graph=entry.graph, config=self._config)
+    session = entry.session
+    if self._path is None:
+      session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
+      if scaffold.init_fn is not None:
+        scaffold.init_fn(scaffold, session)
+    elif fresh or checkpoint_state(self._path) != entry.saved:
+      scaffold.saver.restore(session, self._path)
+      state = tf.train.get_checkpoint_state(os.path.dirname(self._path))
+      if state is not None:
+        scaffold.saver.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
+    _local_init_and_check(session, scaffold, self._path)
+    entry.calls += 1
+    return session
+
+
+def _local_init_and_check(session, scaffold, path):
+  session.run(scaffold.local_init_op, feed_dict=scaffold.local_init_feed_dict)
+  if scaffold.ready_op is not None:
+    missing = session.run(scaffold.ready_op)
+    if missing is not None and getattr(missing, 'size', 0):
+      raise RuntimeError('The model is not ready after restoring %s: %s are not '
+                         'initialized.' % (path, list(missing)))
 
 
 class Cache:

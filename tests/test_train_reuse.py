@@ -1,0 +1,169 @@
+"""train() again on the same estimator and input_fn goes on in the graph and session the
+previous call kept, with the results of a new graph per call (RunConfig(reuse_train_graphs=
+False), the original's way): same weights, same global step, the input restarted.  Whatever
+would make the kept graph differ from a new one builds a new one."""
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tpu_estimator as te
+from helpers import dataset_input_fn, make_data, make_model_fn
+
+v1 = tf.compat.v1
+BATCH = 16
+
+
+class _Counted:
+  """model_fn that counts its calls: one per graph built."""
+
+  def __init__(self, model_fn):
+    self.model_fn = model_fn
+    self.calls = 0
+
+  def __call__(self, features, labels, mode, params):
+    self.calls += 1
+    return self.model_fn(features, labels, mode, params)
+
+
+def _estimator(model_dir, model_fn, reuse=True, seed=None, xla=False):
+  config = te.RunConfig(model_dir=str(model_dir), tf_random_seed=seed,
+                        reuse_train_graphs=reuse,
+                        tpu_config=te.TPUConfig(iterations_per_loop=3, xla=xla))
+  return te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH,
+                         eval_batch_size=BATCH)
+
+
+def _weights(est):
+  return {name: est.get_variable_value(name) for name in est.get_variable_names()}
+
+
+def _assert_same(got, want):
+  assert sorted(got) == sorted(want)
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def _shuffled_input_fn(x, y, seed=None):
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y)).shuffle(64, seed=seed).repeat()
+    return ds.batch(params['batch_size'], drop_remainder=True)
+  return input_fn
+
+
+@pytest.mark.parametrize('xla', [False, True])
+def test_repeated_train_calls_reuse_the_graph_with_the_same_results(tmp_path, xla):
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  results = {}
+  for reuse in (True, False):
+    model_fn = _Counted(make_model_fn(tpu=True, optimizer='adam'))
+    est = _estimator(tmp_path / str(reuse), model_fn, reuse, xla=xla)
+    for _ in range(3):
+      est.train(input_fn, steps=4)  # loops of 3 and 1: the clipped loop is fed per call
+    results[reuse] = (_weights(est), model_fn.calls)
+  assert results[True][1] == 1 and results[False][1] == 3
+  assert results[True][0]['global_step'] == 12
+  _assert_same(results[True][0], results[False][0])
+  # Evaluation reads what the reused training saved.
+  assert est.evaluate(input_fn, steps=2)['global_step'] == 12
+
+
+def test_a_checkpoint_written_by_someone_else_is_restored_into_the_kept_graph(tmp_path):
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  model_fn = _Counted(make_model_fn(tpu=True, optimizer='adam'))
+  est = _estimator(tmp_path / 'a', model_fn)
+  est.train(input_fn, steps=4)
+  other = _estimator(tmp_path / 'a', make_model_fn(tpu=True, optimizer='adam'))
+  other.train(dataset_input_fn(x[::-1].copy(), y[::-1].copy(), drop_remainder=True), steps=2)
+  est.train(input_fn, steps=4)  # goes on from the other estimator's step 6
+  assert model_fn.calls == 1
+  reference = _estimator(tmp_path / 'b', make_model_fn(tpu=True, optimizer='adam'),
+                         reuse=False)
+  reference.train(input_fn, steps=4)
+  _estimator(tmp_path / 'b', make_model_fn(tpu=True, optimizer='adam')).train(
+      dataset_input_fn(x[::-1].copy(), y[::-1].copy(), drop_remainder=True), steps=2)
+  reference.train(input_fn, steps=4)
+  assert est.get_variable_value('global_step') == 10
+  _assert_same(_weights(est), _weights(reference))
+
+
+def test_a_wiped_model_dir_starts_again_from_scratch(tmp_path):
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  model_fn = _Counted(make_model_fn(tpu=True))
+  est = _estimator(tmp_path, model_fn)
+  est.train(input_fn, steps=4)
+  shutil.rmtree(str(tmp_path))
+  est.train(input_fn, steps=4)
+  assert model_fn.calls == 2  # a new graph: it initializes, as the original did
+  assert est.get_variable_value('global_step') == 4
+
+
+def test_unseeded_shuffle_keeps_the_graph_a_seeded_one_does_not(tmp_path):
+  x, y = make_data(96)
+  unseeded = _Counted(make_model_fn(tpu=True))
+  est = _estimator(tmp_path / 'unseeded', unseeded)
+  input_fn = _shuffled_input_fn(x, y)
+  for _ in range(2):
+    est.train(input_fn, steps=3)
+  assert unseeded.calls == 1  # a new graph would shuffle at random too
+  assert est.get_variable_value('global_step') == 6
+  # With a seed, every call of the original shuffles the same way: a new graph per call.
+  weights = []
+  for reuse in (True, False):
+    seeded = _Counted(make_model_fn(tpu=True))
+    est = _estimator(tmp_path / ('seeded%s' % reuse), seeded, reuse=reuse, seed=3)
+    for _ in range(2):
+      est.train(input_fn, steps=3)
+    assert seeded.calls == 2
+    weights.append(_weights(est))
+  _assert_same(weights[0], weights[1])
+  op_seeded = _Counted(make_model_fn(tpu=True))
+  est = _estimator(tmp_path / 'op_seeded', op_seeded)
+  input_fn = _shuffled_input_fn(x, y, seed=7)
+  for _ in range(2):
+    est.train(input_fn, steps=3)
+  assert op_seeded.calls == 2
+
+
+class _BuildsOpsHook(v1.train.SessionRunHook):
+  """A hook that builds an op in every begin(), as some users' hooks do."""
+
+  def begin(self):
+    self.op = tf.constant(1.0, name='hook_op')
+
+  def before_run(self, run_context):
+    return v1.train.SessionRunArgs(self.op)
+
+
+def test_a_hook_building_ops_gets_a_new_graph(tmp_path):
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  model_fn = _Counted(make_model_fn(tpu=True))
+  est = _estimator(tmp_path, model_fn)
+  est.train(input_fn, steps=3)
+  est.train(input_fn, steps=3, hooks=[_BuildsOpsHook()])
+  assert model_fn.calls == 2
+  assert est.get_variable_value('global_step') == 6
+  est.train(input_fn, steps=3, hooks=[v1.train.StopAtStepHook(num_steps=100)])  # builds none
+  assert model_fn.calls == 2 and est.get_variable_value('global_step') == 9
+
+
+def test_saving_listeners_get_a_new_graph(tmp_path):
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  model_fn = _Counted(make_model_fn(tpu=True))
+  est = _estimator(tmp_path, model_fn)
+  listener = v1.train.CheckpointSaverListener()
+  for _ in range(2):
+    est.train(input_fn, steps=3, saving_listeners=[listener])
+  assert model_fn.calls == 2
+
+
+@pytest.mark.parametrize('value', ['yes', 1, None])
+def test_bad_setting_is_refused(value):
+  with pytest.raises(TypeError, match='reuse_train_graphs'):
+    te.RunConfig(reuse_train_graphs=value)
