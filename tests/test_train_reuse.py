@@ -167,3 +167,32 @@ def test_saving_listeners_get_a_new_graph(tmp_path):
 def test_bad_setting_is_refused(value):
   with pytest.raises(TypeError, match='reuse_train_graphs'):
     te.RunConfig(reuse_train_graphs=value)
+
+
+class _StartStep(v1.train.SessionRunHook):
+  """Records the global step each call starts from."""
+
+  def __init__(self):
+    self.starts = []
+
+  def after_create_session(self, session, coord):
+    del coord
+    self.starts.append(int(session.run(v1.train.get_global_step())))
+
+
+def test_with_saving_off_each_call_starts_from_the_last_checkpoint(tmp_path):
+  """Nothing saved the steps of the first call: the second starts from the checkpoint, as a
+  new graph restoring it does, not from where the kept session was."""
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  _estimator(tmp_path, make_model_fn(tpu=True)).train(input_fn, steps=4)
+  model_fn = _Counted(make_model_fn(tpu=True))
+  config = te.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None,
+                        save_checkpoints_secs=None,
+                        tpu_config=te.TPUConfig(iterations_per_loop=3))
+  est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
+  start = _StartStep()
+  for _ in range(2):
+    est.train(input_fn, steps=3, hooks=[start])
+  assert start.starts == [4, 4]
+  assert model_fn.calls == 1

@@ -189,15 +189,23 @@ class Estimator:
         stale = True
       finally:
         if finished and entry.reason is None:
-          latest = checkpoints.latest_checkpoint(self._model_dir)
-          entry.saved = graph_cache.checkpoint_state(latest) if latest else None
-          entry.signature = graph_cache.checkpoint_signature(latest) if latest else None
+          self._note_saved(entry, checkpoint)
         self._keep_or_close(entry, finished)
       if stale:
         entry = None
         continue
       _log.info('Loss for final step: %s.', last_loss)
       return self
+
+  def _note_saved(self, entry, start):
+    """After a call in a kept graph: the checkpoint its session holds, if the call saved one
+    (with saving turned off the session is ahead of every checkpoint: the next call restores,
+    as a new graph would)."""
+    latest = checkpoints.latest_checkpoint(self._model_dir)
+    state = graph_cache.checkpoint_state(latest) if latest else None
+    before = graph_cache.checkpoint_state(start) if start else None
+    entry.saved = state if state != before else None
+    entry.signature = graph_cache.checkpoint_signature(latest) if latest else None
 
   def _kept_train_graph(self, key, checkpoint):
     """The training graph a previous call kept, if it can go on from `checkpoint`: the one it

@@ -1,5 +1,7 @@
-"""Graphs and sessions of `evaluate()`/`predict()` kept for the next call with the same
-arguments.
+"""Graphs and sessions of `evaluate()`/`predict()` and `train()` kept for the next call with
+the same arguments.  (Training's additions: `_TrainCreator`, `checkpoint_state`, and random ops
+allowed when unseeded, `why_not_kept(unseeded_ok=True)`; docs/design-decisions.md, "Training
+graphs kept across train() calls".)
 
 The original built a new graph and session for every call: `model_fn` traced again, the graph
 optimized again, the executor built again, then the checkpoint restored.  For the repeated
