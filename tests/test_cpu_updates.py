@@ -122,9 +122,11 @@ def test_size_range_model_size_and_locking():
   assert apply_ops(4096, other_elements=cpu_updates.MAX_MODEL_ELEMENTS - 4095) == 1
 
 
-def test_training_graphs_are_freed_after_train(tmp_path):
-  # The update's scalars are cached per graph; the cache must not keep old graphs alive
-  # (each train() call builds a new one).
+@pytest.mark.parametrize('reuse', [False, True])
+def test_training_graphs_are_freed_after_train(tmp_path, reuse):
+  # The update's scalars are cached per graph; the cache must not keep old graphs alive:
+  # with a new graph per train() call, none outlives its call; a graph kept for the next call
+  # (reuse_train_graphs) lives as long as the estimator.
   graphs = []
 
   class _Graphs(v1.train.SessionRunHook):
@@ -132,9 +134,14 @@ def test_training_graphs_are_freed_after_train(tmp_path):
     def begin(self):
       graphs.append(weakref.ref(v1.get_default_graph()))
 
-  est = te.TPUEstimator(_model_fn, config=tpu_config(1, 4, model_dir=str(tmp_path)),
-                        use_tpu=True, train_batch_size=16)
+  config = tpu_config(1, 4, model_dir=str(tmp_path), reuse_train_graphs=reuse)
+  est = te.TPUEstimator(_model_fn, config=config, use_tpu=True, train_batch_size=16)
   for _ in range(3):
     est.train(_input_fn, steps=4, hooks=[_Graphs()])
   gc.collect()
-  assert len(graphs) == 3 and all(ref() is None for ref in graphs)
+  assert len(graphs) == 3
+  if reuse:
+    assert all(ref() is graphs[0]() is not None for ref in graphs)  # one graph, still kept
+    del est
+    gc.collect()
+  assert all(ref() is None for ref in graphs)
