@@ -45,6 +45,13 @@ def _assert_same(got, want):
     np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7, err_msg=name)
 
 
+def _counted_estimator(model_dir):
+  """(input_fn, counted model_fn, estimator) of the plain SGD model on fixed data."""
+  x, y = make_data(96)
+  model_fn = _Counted(make_model_fn(tpu=True))
+  return dataset_input_fn(x, y, drop_remainder=True), model_fn, _estimator(model_dir, model_fn)
+
+
 def _shuffled_input_fn(x, y, seed=None):
   def input_fn(params):
     ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y)).shuffle(64, seed=seed).repeat()
@@ -91,10 +98,7 @@ def test_a_checkpoint_written_by_someone_else_is_restored_into_the_kept_graph(tm
 
 
 def test_a_wiped_model_dir_starts_again_from_scratch(tmp_path):
-  x, y = make_data(96)
-  input_fn = dataset_input_fn(x, y, drop_remainder=True)
-  model_fn = _Counted(make_model_fn(tpu=True))
-  est = _estimator(tmp_path, model_fn)
+  input_fn, model_fn, est = _counted_estimator(tmp_path)
   est.train(input_fn, steps=4)
   shutil.rmtree(str(tmp_path))
   est.train(input_fn, steps=4)
@@ -140,10 +144,7 @@ class _BuildsOpsHook(v1.train.SessionRunHook):
 
 
 def test_a_hook_building_ops_gets_a_new_graph(tmp_path):
-  x, y = make_data(96)
-  input_fn = dataset_input_fn(x, y, drop_remainder=True)
-  model_fn = _Counted(make_model_fn(tpu=True))
-  est = _estimator(tmp_path, model_fn)
+  input_fn, model_fn, est = _counted_estimator(tmp_path)
   est.train(input_fn, steps=3)
   est.train(input_fn, steps=3, hooks=[_BuildsOpsHook()])
   assert model_fn.calls == 2
@@ -153,10 +154,7 @@ def test_a_hook_building_ops_gets_a_new_graph(tmp_path):
 
 
 def test_saving_listeners_get_a_new_graph(tmp_path):
-  x, y = make_data(96)
-  input_fn = dataset_input_fn(x, y, drop_remainder=True)
-  model_fn = _Counted(make_model_fn(tpu=True))
-  est = _estimator(tmp_path, model_fn)
+  input_fn, model_fn, est = _counted_estimator(tmp_path)
   listener = v1.train.CheckpointSaverListener()
   for _ in range(2):
     est.train(input_fn, steps=3, saving_listeners=[listener])

@@ -231,18 +231,33 @@ class _Creator(_v1.train.SessionCreator):
     self._master = master
     self._config = session_config
 
-  def create_session(self):
+  def _open(self):
+    """(the entry's session, created now if it had none; whether it was)."""
     entry = self._entry
-    scaffold = entry.scaffold
-    scaffold.finalize()
-    if entry.session is None:
+    entry.scaffold.finalize()
+    fresh = entry.session is None
+    if fresh:
       entry.session = _KeptSession(self._master, graph=entry.graph, config=self._config)
-      entry.signature = checkpoint_signature(self._path)
-    session = entry.session
-    scaffold.saver.restore(session, self._path)
-    _local_init_and_check(session, scaffold, self._path)
-    entry.calls += 1
+    return entry.session, fresh
+
+  def _ready(self, session):
+    """The local init op and the ready check, after the variables were restored."""
+    scaffold = self._entry.scaffold
+    session.run(scaffold.local_init_op, feed_dict=scaffold.local_init_feed_dict)
+    if scaffold.ready_op is not None:
+      missing = session.run(scaffold.ready_op)
+      if missing is not None and getattr(missing, 'size', 0):
+        raise RuntimeError('The model is not ready after restoring %s: %s are not '
+                           'initialized.' % (self._path, list(missing)))
+    self._entry.calls += 1
     return session
+
+  def create_session(self):
+    session, fresh = self._open()
+    if fresh:
+      self._entry.signature = checkpoint_signature(self._path)
+    self._entry.scaffold.saver.restore(session, self._path)
+    return self._ready(session)
 
 
 def checkpoint_state(path):
@@ -254,47 +269,26 @@ def checkpoint_state(path):
   return (path, info.st_size, info.st_mtime_ns)
 
 
-class _TrainCreator(_v1.train.SessionCreator):
+class _TrainCreator(_Creator):
   """The session of a kept training graph, prepared as TensorFlow's SessionManager prepares a
   new one: `checkpoint` restored (the Saver told of the checkpoints before it, so it keeps
   deleting the oldest), or without one the init op and init_fn run; then the local init op
   and the ready check.  A later call whose checkpoint is the one this session saved last
   (`entry.saved`) restores nothing: the session holds those values already."""
 
-  def __init__(self, entry, checkpoint, master, session_config):
-    self._entry = entry
-    self._path = checkpoint
-    self._master = master
-    self._config = session_config
-
   def create_session(self):
-    entry, scaffold = self._entry, self._entry.scaffold
-    scaffold.finalize()
-    fresh = entry.session is None
-    if fresh:
-      entry.session = _KeptSession(self._master, graph=entry.graph, config=self._config)
-    session = entry.session
+    session, fresh = self._open()
+    scaffold = self._entry.scaffold
     if self._path is None:
       session.run(scaffold.init_op, feed_dict=scaffold.init_feed_dict)
       if scaffold.init_fn is not None:
         scaffold.init_fn(scaffold, session)
-    elif fresh or checkpoint_state(self._path) != entry.saved:
+    elif fresh or checkpoint_state(self._path) != self._entry.saved:
       scaffold.saver.restore(session, self._path)
       state = tf.train.get_checkpoint_state(os.path.dirname(self._path))
       if state is not None:
         scaffold.saver.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
-    _local_init_and_check(session, scaffold, self._path)
-    entry.calls += 1
-    return session
-
-
-def _local_init_and_check(session, scaffold, path):
-  session.run(scaffold.local_init_op, feed_dict=scaffold.local_init_feed_dict)
-  if scaffold.ready_op is not None:
-    missing = session.run(scaffold.ready_op)
-    if missing is not None and getattr(missing, 'size', 0):
-      raise RuntimeError('The model is not ready after restoring %s: %s are not '
-                         'initialized.' % (path, list(missing)))
+    return self._ready(session)
 
 
 class Cache:

@@ -264,9 +264,9 @@ def _decide_xla(plan, step_ops, whole):
   built again (`xla.NotCompilable`); any other decides whether its step is auto-clustered."""
   graph = _v1.get_default_graph()
   if whole:
-    refusal = xla.whole_loop_refusal(graph, step_ops, plan.replicas)
-    if refusal:
-      raise xla.NotCompilable(refusal, log=False)
+    missing = xla.missing_kernels(graph, step_ops, plan.replicas)
+    if missing:  # built again without the whole loop, where `decide` names the ops
+      raise xla.NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False)
   else:
     plan.replicas.xla = xla.decide(plan.config, graph, step_ops, plan.replicas)
 

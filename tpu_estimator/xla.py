@@ -76,7 +76,7 @@ def wanted(config):
 
 def loop_compilable(config, replicas, ipl):
   """Whether a training loop with these settings is compiled as a whole (before model_fn and
-  the input are seen; `steps` may still fall back, see `whole_loop_refusal`): XLA wanted, one
+  the input are seen; `steps` may still fall back, see `NotCompilable`): XLA wanted, one
   replica on this machine (a computation runs on one device), a loop of a fixed number of
   steps, and no gradient accumulation."""
   return bool(wanted(config) and replicas.num_replicas == 1 and
@@ -84,15 +84,11 @@ def loop_compilable(config, replicas, ipl):
               accumulation.steps_of(config) == 1)
 
 
-def whole_loop_refusal(graph, step_ops, replicas):
-  """Why a loop built for whole compilation cannot be compiled after all (None if it can):
-  model_fn's step has an op without an XLA kernel.  The caller then builds the loop again,
-  uncompiled (`NotCompilable`)."""
-  kind = 'gpu' if replicas.on_gpu else 'cpu'
-  missing = uncompilable(op_types(graph, step_ops), kind)
-  if missing:
-    return 'these ops in model_fn have no XLA kernel: %s' % ', '.join(missing)
-  return None
+def missing_kernels(graph, operations, replicas):
+  """The sorted op types of the step (the `operations` model_fn built in `graph`'s loop, and
+  the functions they call) without an XLA kernel for the replicas' device."""
+  kind = 'gpu' if any('gpu' in d.lower() for d in replicas.devices) else 'cpu'
+  return uncompilable(op_types(graph, operations), kind)
 
 
 def log_step_only(reason):
@@ -165,8 +161,7 @@ def decide(config, graph, operations, replicas):
     _log.warning('TPUConfig(xla=True): training across workers runs without XLA (its '
                  'collective all-reduce is not compiled by this build).')
     return False
-  kind = 'gpu' if any('gpu' in d.lower() for d in replicas.devices) else 'cpu'
-  missing = uncompilable(op_types(graph, operations), kind)
+  missing = missing_kernels(graph, operations, replicas)
   if missing:
     _log.warning('TPUConfig(xla=True): the training step runs without XLA: these ops in '
                  'model_fn have no XLA kernel: %s.  Remove them from model_fn (or move them '
