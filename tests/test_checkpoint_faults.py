@@ -14,9 +14,9 @@ import tensorflow as tf
 
 import helpers as h
 import tpu_estimator as te
-from tpu_estimator import checkpoint_state
-from tpu_estimator import checkpoints
-from tpu_estimator import model_dir_lock
+from tpu_estimator.checkpoints import state as checkpoint_state
+from tpu_estimator.checkpoints import pinning
+from tpu_estimator.checkpoints import lock as model_dir_lock
 
 v1 = tf.compat.v1
 X, Y = h.make_data(96)
@@ -231,14 +231,14 @@ def test_pin_in_unwritable_directory_restores_in_place(tmp_path, monkeypatch):
   """A checkpoint directory that cannot be written (read-only mount, another user's): evaluate
   used to fail with OSError creating its `.pinned-*` snapshot."""
   est = _train(_estimator(tmp_path), 2)
-  real_mkdtemp = checkpoints.tempfile.mkdtemp
+  real_mkdtemp = pinning.tempfile.mkdtemp
 
   def read_only(*args, **kwargs):
     if kwargs.get('dir') == str(tmp_path):
       raise OSError(errno.EROFS, 'Read-only file system', str(tmp_path))
     return real_mkdtemp(*args, **kwargs)
 
-  monkeypatch.setattr(checkpoints.tempfile, 'mkdtemp', read_only)
+  monkeypatch.setattr(pinning.tempfile, 'mkdtemp', read_only)
   assert est.evaluate(_eval_input)['global_step'] == 2
   assert len(list(est.predict(_eval_input))) == 32
   assert est.export_saved_model(str(tmp_path / 'export'), _receiver())

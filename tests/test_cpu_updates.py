@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from tpu_estimator import cpu_updates
+from tpu_estimator.updates import cpu_updates
 
 from helpers import tpu_config
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from tpu_estimator import quiet
 from tpu_estimator.tools import cli
 from tpu_estimator.tools import demo
 
@@ -93,15 +94,15 @@ def test_cli_demo_subprocess(tmp_path):
 def test_cli_hides_tensorflow_startup_lines_unless_the_user_chose(monkeypatch):
   monkeypatch.setattr(sys, 'argv', ['/venv/bin/tpu-estimator', 'demo'])
   monkeypatch.delenv('TF_CPP_MIN_LOG_LEVEL', raising=False)
-  cli.quiet_startup()
+  quiet.quiet_startup()
   assert os.environ['TF_CPP_MIN_LOG_LEVEL'] == '2'
   monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '0')  # the user's choice stands
-  cli.quiet_startup()
+  quiet.quiet_startup()
   assert os.environ['TF_CPP_MIN_LOG_LEVEL'] == '0'
   monkeypatch.delenv('TF_CPP_MIN_LOG_LEVEL')  # a program importing the library: untouched
   monkeypatch.setattr(sys, 'argv', ['train.py'])
   monkeypatch.setattr(sys, 'orig_argv', ['python', 'train.py'], raising=False)
-  cli.quiet_startup()
+  quiet.quiet_startup()
   assert 'TF_CPP_MIN_LOG_LEVEL' not in os.environ
 
 
@@ -109,7 +110,6 @@ def test_internal_calls_hide_tensorflow_notes_only_while_they_run():
   """The library's own calls into TF1 APIs are quiet; the user's code still gets TensorFlow's
   deprecation notice (once, as TensorFlow gives it) and its other warnings."""
   from tensorflow.python.util import deprecation  # pylint: disable=import-outside-toplevel
-  from tpu_estimator import quiet  # pylint: disable=import-outside-toplevel
 
   @deprecation.deprecated(None, 'Use something else.')
   def old_api():

@@ -13,7 +13,7 @@ import tensorflow as tf
 import helpers as h
 import reference
 import tpu_estimator as te
-from tpu_estimator import early_stopping
+from tpu_estimator.hooks import early_stopping
 
 v1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

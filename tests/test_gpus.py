@@ -9,9 +9,9 @@ import tensorflow as tf
 
 import tpu_estimator as te
 from tpu_estimator.tools import demo
-from tpu_estimator import gpus
-from tpu_estimator import inputs
-from tpu_estimator import replication
+from tpu_estimator.distribute import gpus
+from tpu_estimator.distribute import host_input
+from tpu_estimator.distribute import replication
 
 _v1 = tf.compat.v1
 
@@ -130,8 +130,8 @@ def test_input_prefetched_to_a_device_reads_the_same_elements():
   with tf.Graph().as_default():
     data = np.arange(24, dtype=np.float32).reshape(12, 2)
     dataset = tf.data.Dataset.from_tensor_slices(({'x': data}, np.arange(12))).batch(5)
-    host = inputs._iterator(dataset, None)  # pylint: disable=protected-access
-    device = inputs._iterator(dataset, '/cpu:0')  # pylint: disable=protected-access
+    host = host_input._iterator(dataset, None)  # pylint: disable=protected-access
+    device = host_input._iterator(dataset, '/cpu:0')  # pylint: disable=protected-access
     with _v1.Session() as session:
       session.run([host.initializer, device.initializer])
       a, b = _read_all(host, session), _read_all(device, session)
@@ -143,8 +143,8 @@ def test_input_prefetched_to_a_device_reads_the_same_elements():
 
 def test_string_inputs_stay_on_the_host():
   spec = (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.float32))
-  assert not inputs._device_friendly(spec)  # pylint: disable=protected-access
-  assert inputs._device_friendly({'x': tf.TensorSpec([None, 3], tf.float32),  # pylint: disable=protected-access
+  assert not host_input._device_friendly(spec)  # pylint: disable=protected-access
+  assert host_input._device_friendly({'x': tf.TensorSpec([None, 3], tf.float32),  # pylint: disable=protected-access
                                   'ids': tf.TensorSpec([None], tf.int64)})
 
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import helpers as h
 import tpu_estimator as te
-from tpu_estimator import progress
+from tpu_estimator.hooks import progress
 
 v1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -164,7 +164,7 @@ import sys
 import tensorflow as tf
 import helpers
 import tpu_estimator as te
-from tpu_estimator import progress
+from tpu_estimator.hooks import progress
 v1 = tf.compat.v1
 terminal, model_dir = sys.argv[1] == 'tty', sys.argv[2]
 if not terminal:

@@ -19,7 +19,7 @@ from google.protobuf import text_format
 
 import tpu_estimator as te
 from tpu_estimator.tools import demo
-from tpu_estimator import progress
+from tpu_estimator.hooks import progress
 
 STEPS = 20
 EVERY = 5

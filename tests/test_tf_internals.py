@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals as internals
-from tpu_estimator import checkpoints
+from tpu_estimator.checkpoints import saving
 
 v1 = tf.compat.v1
 
@@ -25,7 +25,7 @@ def graph():
 def test_global_step_read_is_the_cached_read_hooks_fetch(graph):
   assert internals.global_step_read() is None  # no global step yet
   step = v1.train.get_or_create_global_step()
-  checkpoints.cache_global_step_read(step)
+  saving.cache_global_step_read(step)
   read = internals.global_step_read()
   assert read is v1.get_collection(internals.GLOBAL_STEP_READ_KEY)[0]
   with v1.Session() as session:

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from tpu_estimator import inputs
-from tpu_estimator import xla
+from tpu_estimator.distribute import host_input
+from tpu_estimator.distribute import xla
 from helpers import dataset_input_fn, make_data, make_model_fn
 
 v1 = tf.compat.v1
@@ -205,7 +205,7 @@ def test_host_call_compiles_the_step_only(tmp_path, caplog):
 
 def test_input_larger_than_a_group_may_hold_compiles_the_step_only(tmp_path, caplog,
                                                                    monkeypatch):
-  monkeypatch.setattr(inputs, 'GROUP_BYTES', 1024)
+  monkeypatch.setattr(host_input, 'GROUP_BYTES', 1024)
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
     _, spy = _train(tmp_path, make_model_fn(tpu=True), True)
   reasons = [r.getMessage() for r in caplog.records if 'not compiled as a whole' in

@@ -3,9 +3,9 @@
 `model_fn`/`input_fn` programs written for `tf.compat.v1.estimator[.tpu]` run unchanged with
 their import pointed here; `TPUEstimator(use_tpu=True)` shards over TPU-less hardware too.
 """
-from tpu_estimator.tools import cli as _cli  # stdlib only: sets up the command before TensorFlow
+from tpu_estimator import quiet as _quiet  # imports no TensorFlow: runs before it is imported
 
-_cli.quiet_startup()
+_quiet.quiet_startup()
 
 import tensorflow as _tf  # pylint: disable=wrong-import-position
 
@@ -13,7 +13,7 @@ from tpu_estimator import experimental
 from tpu_estimator import export
 from tpu_estimator import inputs
 from tpu_estimator.config import InputPipelineConfig
-from tpu_estimator.checkpoint_state import CorruptCheckpointError
+from tpu_estimator.checkpoints.state import CorruptCheckpointError
 from tpu_estimator.config import RunConfig as _CoreRunConfig
 from tpu_estimator.config import TPUConfig
 from tpu_estimator.config import TPURunConfig
@@ -23,9 +23,9 @@ from tpu_estimator.errors import NanLossDuringTrainingError
 from tpu_estimator.errors import NoCheckpointError
 from tpu_estimator.estimator import Estimator
 from tpu_estimator.estimator import TPUEstimator
-from tpu_estimator.input_helpers import numpy_input_fn
-from tpu_estimator.input_helpers import pandas_input_fn
-from tpu_estimator.model_dir_lock import ModelDirLockedError
+from tpu_estimator.inputs import numpy_input_fn
+from tpu_estimator.inputs import pandas_input_fn
+from tpu_estimator.checkpoints.lock import ModelDirLockedError
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 from tpu_estimator.specs import TPUEstimatorSpec

@@ -10,7 +10,7 @@ import re
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator import xla as xla_lib
+from tpu_estimator.distribute import xla as xla_lib
 
 _v1 = tf.compat.v1
 

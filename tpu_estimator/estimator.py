@@ -10,22 +10,24 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from tpu_estimator import checkpoints
+from tpu_estimator.checkpoints import pinning
+from tpu_estimator.checkpoints import restoring
+from tpu_estimator.checkpoints import saving
 from tpu_estimator import errors
-from tpu_estimator import export as export_lib
-from tpu_estimator import graph_cache
-from tpu_estimator import gpus
-from tpu_estimator import hooks as hooks_lib
-from tpu_estimator import model_dir_lock
-from tpu_estimator import model_fn as model_fn_lib
-from tpu_estimator import preemption
-from tpu_estimator import progress
+from tpu_estimator.core import savedmodel
+from tpu_estimator.core import graph_cache
+from tpu_estimator.distribute import gpus
+from tpu_estimator.hooks import run_control as hooks_lib
+from tpu_estimator.checkpoints import lock as model_dir_lock
+from tpu_estimator.core import model_fn as model_fn_lib
+from tpu_estimator.hooks import preemption
+from tpu_estimator.hooks import progress
 from tpu_estimator import quiet
-from tpu_estimator import replication
-from tpu_estimator import layout as layout_lib
-from tpu_estimator import steps as steps_lib
+from tpu_estimator.distribute import replication
+from tpu_estimator.distribute import layout as layout_lib
+from tpu_estimator.core import steps as steps_lib
 from tpu_estimator import warm_starting
-from tpu_estimator import xla
+from tpu_estimator.distribute import xla
 from tpu_estimator.config import RunConfig
 from tpu_estimator.config import TPURunConfig
 from tpu_estimator.specs import ModeKeys
@@ -89,13 +91,13 @@ class Estimator:
   model_fn = property(lambda self: self._model_fn)
 
   def latest_checkpoint(self):
-    return checkpoints.latest_checkpoint(self._model_dir)
+    return restoring.latest_checkpoint(self._model_dir)
 
   def get_variable_names(self):
-    return checkpoints.variable_names(self._model_dir)
+    return restoring.variable_names(self._model_dir)
 
   def get_variable_value(self, name):
-    return checkpoints.variable_value(self._model_dir, name)
+    return restoring.variable_value(self._model_dir, name)
 
   # -------------------------------------------------------------------------------------------
   def _graph(self):
@@ -116,7 +118,7 @@ class Estimator:
       with plan.replicas.scope():
         global_step = _v1.train.get_or_create_global_step(graph)
       if mode == ModeKeys.TRAIN:
-        checkpoints.cache_global_step_read(global_step)
+        saving.cache_global_step_read(global_step)
       host_input = self._layout.host_input(input_fn, plan)
       yield graph, plan, global_step, host_input
 
@@ -156,10 +158,10 @@ class Estimator:
   def _train_locked(self, input_fn, hooks, steps, max_steps, listeners):
     # The newest intact checkpoint, every tensor read (resuming from a damaged one would crash
     # or restart training); a missing, unreadable or wrong state file is rewritten to name it.
-    checkpoint = checkpoints.latest_checkpoint(self._model_dir, repair=self._config.is_chief,
+    checkpoint = restoring.latest_checkpoint(self._model_dir, repair=self._config.is_chief,
                                                verify=True)
     if max_steps is not None:
-      start = checkpoints.global_step_of(checkpoint)
+      start = restoring.global_step_of(checkpoint)
       if max_steps <= start:
         _log.info('Skipping training since max_steps has already saved.')
         return self
@@ -201,7 +203,7 @@ class Estimator:
     """After a call in a kept graph: the checkpoint its session holds, if the call saved one
     (with saving turned off the session is ahead of every checkpoint: the next call restores,
     as a new graph would)."""
-    latest = checkpoints.latest_checkpoint(self._model_dir)
+    latest = restoring.latest_checkpoint(self._model_dir)
     state = graph_cache.checkpoint_state(latest) if latest else None
     before = graph_cache.checkpoint_state(start) if start else None
     entry.saved = state if state != before else None
@@ -229,9 +231,9 @@ class Estimator:
       if not checkpoint:
         warm_starting.apply(self._warm_start)
       _v1.summary.scalar('loss', built.loss)
-      checkpoints.ensure_saver(self._config)
+      saving.ensure_saver(self._config)
       if checkpoint:
-        checkpoints.check_shapes(checkpoint)
+        restoring.check_shapes(checkpoint)
       entry = graph_cache.Entry(key, graph, built.scaffold, _TrainParts(
           plan, built, host_input, global_step))
       entry.reason = self._why_train_not_kept(graph, plan, built, host_input, listeners)
@@ -262,7 +264,7 @@ class Estimator:
     last_loss = None
     with preemption.deferred_sigterm() as sigterm:
       all_hooks.insert(1, preemption.PreemptionHook(sigterm))
-      with checkpoints.restore_errors(checkpoint):
+      with restoring.restore_errors(checkpoint):
         try:
           session = self._train_session(entry, all_hooks, checkpoint)
         except RuntimeError as error:
@@ -306,7 +308,7 @@ class Estimator:
     # the user's, so a user hook sees the evaluation train_and_evaluate ran on this step's
     # checkpoint (an early-stopping hook stops on the step whose evaluation said stop).
     if config.is_chief:
-      saver = checkpoints.saver_hook(self._model_dir, config, built.scaffold, listeners)
+      saver = saving.saver_hook(self._model_dir, config, built.scaffold, listeners)
       if saver is not None:
         result.append(saver)
       result += built.chief_hooks
@@ -333,7 +335,7 @@ class Estimator:
     hooks = list(errors.check_hooks('hooks', hooks))
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
-    checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
+    checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'evaluate')
     return self._evaluate_checkpoint(input_fn, steps, hooks, checkpoint, bool(checkpoint_path),
                                      name)
 
@@ -357,7 +359,7 @@ class Estimator:
   def _build_eval(self, key, input_fn, steps, hooks):
     with self._call_graph(ModeKeys.EVAL, input_fn) as (graph, plan, global_step, host_input):
       built = steps_lib.build_eval(plan, self._model_fn, host_input, steps)
-      checkpoints.ensure_saver(self._config)
+      saving.ensure_saver(self._config)
       values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       parts = _Parts(plan.replicas, fetches=built.update, values=values)
@@ -423,23 +425,23 @@ class Estimator:
     session; `graph_cache.Stale` when the checkpoint's variables are not those it restored."""
     for attempt in range(_EVAL_RETRIES):
       try:
-        with checkpoints.pinned(checkpoint) as snapshot:
+        with pinning.pinned(checkpoint) as snapshot:
           if entry is not None and entry.session is not None and not entry.fits(snapshot):
             raise graph_cache.Stale(checkpoint)
-          checkpoints.check_shapes(snapshot, checkpoint)
+          restoring.check_shapes(snapshot, checkpoint)
           if what == 'evaluate':
             _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
-          with checkpoints.restore_errors(snapshot, checkpoint):
+          with restoring.restore_errors(snapshot, checkpoint):
             if entry is not None and entry.reason is None:
               return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
             return self._session(replicas, scaffold, hooks,
                                  checkpoint_filename_with_path=snapshot), checkpoint
-      except checkpoints.CheckpointGone:
+      except pinning.CheckpointGone:
         if explicit or attempt == _EVAL_RETRIES - 1:
           raise
         _log.warning('Checkpoint %s disappeared before it was restored; restoring the latest.',
                      checkpoint)
-        checkpoint = checkpoints.resolve_checkpoint(self._model_dir, None, what)
+        checkpoint = restoring.resolve_checkpoint(self._model_dir, None, what)
     raise AssertionError('unreachable')
 
   def _kept_session(self, replicas, entry, hooks, snapshot):
@@ -461,7 +463,7 @@ class Estimator:
     if isinstance(predict_keys, str):
       predict_keys = [predict_keys]
     if checkpoint_path:
-      checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'predict')
+      checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'predict')
     else:
       checkpoint = self.latest_checkpoint()
       if not checkpoint:
@@ -488,7 +490,7 @@ class Estimator:
       fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
       if built.batch_rows is not None:
         fetches['batch_rows'] = built.batch_rows
-      checkpoints.ensure_saver(self._config)
+      saving.ensure_saver(self._config)
       parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
                      else tf.math.count_nonzero(built.batch_rows))
       return self._entry(key, graph, built, host_input, hooks, parts,
@@ -543,39 +545,39 @@ class Estimator:
     if not targets:
       raise errors.value_error('One of export_to_cpu and export_to_tpu must be true.',
                                export_to_cpu=False, export_to_tpu=False)
-    checkpoint = checkpoints.resolve_checkpoint(self._model_dir, checkpoint_path, 'export')
+    checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'export')
 
     def builder(params):
       def build():
         if self._config.tf_random_seed is not None:
           _v1.set_random_seed(self._config.tf_random_seed)
         _v1.train.get_or_create_global_step()
-        receiver = export_lib.call_receiver_fn(serving_input_receiver_fn)
+        receiver = savedmodel.call_receiver_fn(serving_input_receiver_fn)
         spec = model_fn_lib.call_model_fn(
             self._model_fn, receiver.features, None, ModeKeys.PREDICT, params, self._config,
             allow_tpu_spec=self._layout.allow_tpu_spec)
         spec = model_fn_lib.tpu_spec_parts(spec)
         model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
-        outputs = export_lib.export_outputs_of(spec)
+        outputs = savedmodel.export_outputs_of(spec)
         scaffold = steps_lib.scaffold_of(spec)
-        return export_lib.signature_defs(receiver, outputs), scaffold
+        return savedmodel.signature_defs(receiver, outputs), scaffold
       return build
 
     metagraphs = [(tags, builder(params)) for tags, params in targets]
     for attempt in range(_EVAL_RETRIES):
       try:
         # Restored from a pinned snapshot, as evaluate and predict do.
-        with checkpoints.pinned(checkpoint) as snapshot:
-          return export_lib.write_saved_model(
+        with pinning.pinned(checkpoint) as snapshot:
+          return savedmodel.write_saved_model(
               os.fspath(export_dir_base), snapshot, metagraphs, assets_extra=assets_extra,
               as_text=as_text, session_config=self._config.session_config,
               reported_checkpoint=checkpoint)
-      except checkpoints.CheckpointGone:
+      except pinning.CheckpointGone:
         if checkpoint_path or attempt == _EVAL_RETRIES - 1:
           raise
         _log.warning('Checkpoint %s disappeared before it was exported; exporting the latest.',
                      checkpoint)
-        checkpoint = checkpoints.resolve_checkpoint(self._model_dir, None, 'export')
+        checkpoint = restoring.resolve_checkpoint(self._model_dir, None, 'export')
     raise AssertionError('unreachable')
 
   def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,

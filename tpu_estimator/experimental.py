@@ -1,13 +1,13 @@
 """`tf.estimator.experimental`'s hooks: early stopping, in-memory evaluation, stopping
 non-chief trainers at a step."""
-from tpu_estimator.early_stopping import make_early_stopping_hook
-from tpu_estimator.early_stopping import make_stop_at_checkpoint_step_hook
-from tpu_estimator.early_stopping import read_eval_metrics
-from tpu_estimator.early_stopping import stop_if_higher_hook
-from tpu_estimator.early_stopping import stop_if_lower_hook
-from tpu_estimator.early_stopping import stop_if_no_decrease_hook
-from tpu_estimator.early_stopping import stop_if_no_increase_hook
-from tpu_estimator.in_memory_eval import InMemoryEvaluatorHook
+from tpu_estimator.hooks.early_stopping import make_early_stopping_hook
+from tpu_estimator.hooks.early_stopping import make_stop_at_checkpoint_step_hook
+from tpu_estimator.hooks.early_stopping import read_eval_metrics
+from tpu_estimator.hooks.early_stopping import stop_if_higher_hook
+from tpu_estimator.hooks.early_stopping import stop_if_lower_hook
+from tpu_estimator.hooks.early_stopping import stop_if_no_decrease_hook
+from tpu_estimator.hooks.early_stopping import stop_if_no_increase_hook
+from tpu_estimator.hooks.in_memory_eval import InMemoryEvaluatorHook
 
 __all__ = [
     'InMemoryEvaluatorHook', 'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook',

@@ -1,437 +1,182 @@
-"""Calling `input_fn` and turning what it returns into per-replica batches.
+"""`numpy_input_fn` and `pandas_input_fn`: input_fns over in-memory arrays and DataFrames
+(`tf.compat.v1.estimator.inputs`), on tf.data instead of the original's queues.
 
-`call_input_fn` passes only the arguments the function takes (`params`, `config`, `mode`,
-`input_context`).  `HostInput` owns the iterators on the host and hands each replica its
-`(features, labels, rows)`: split from one host batch (PER_HOST_V1), one batch per replica from
-one pipeline (PER_HOST_V2) or from one pipeline per replica (PER_SHARD_V1), or the same batch for
-all (BROADCAST).  For evaluation and prediction a short final batch is spread over the replicas in
-order (some may get fewer rows, or none), so sharded results cover exactly the data set.
+What a program sees is the original's: batches of `batch_size` rows in order (shuffle=False),
+epochs following each other without a break, so only the very last batch may be short
+(`num_epochs=None`: forever, always full batches); features as a dict (or the array itself when
+`x` is one array), labels as an array or a dict, or features alone when `y` is None.
+`shuffle=True` mixes rows over a buffer of `queue_capacity` rows, across epoch boundaries as the
+shuffling queue did.  `num_threads` was the number of queue-filling threads; tf.data needs none,
+and with more than one the original's order was not repeatable anyway.
+
+The returned `input_fn` takes `params`.  Under `TPUEstimator`, `params['batch_size']` is the
+batch each input pipeline must produce (per host or per shard), so it is used in place of the
+`batch_size` argument (a warning says so when they differ), and with several input pipelines
+(workers, or PER_SHARD_V1) each reads its own part of the rows.  Under `Estimator`, `params`
+is the user's and `batch_size` is used.
 """
-import inspect
+import collections
 
+import numpy as np
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator.config import InputPipelineConfig
 
-_v1 = tf.compat.v1
-
-
-def fn_args(fn):
-  """Names of the arguments a callable takes (bound `self` excluded)."""
-  if hasattr(fn, 'func') and hasattr(fn, 'keywords'):  # functools.partial
-    return tuple(a for a in fn_args(fn.func) if a not in (fn.keywords or {}))
-  spec = inspect.signature(fn)
-  return tuple(name for name, p in spec.parameters.items()
-               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+_log = tf.get_logger()
+_TARGET_KEY = '__target_key__'
+_SINGLE_ARRAY_KEY = '__direct_np_input__'
 
 
-def accepted_kwargs(fn, **available):
-  """The entries of `available` whose names `fn` takes as arguments."""
-  args = fn_args(fn)
-  return {name: value for name, value in available.items() if name in args}
-
-
-def call_input_fn(input_fn, mode, params, config, input_context=None):
-  """Calls `input_fn` with the subset of (mode, params, config, input_context) it accepts."""
-  if not callable(input_fn):
-    raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
-  kwargs = accepted_kwargs(input_fn, mode=mode, params=params, config=config,
-                           input_context=input_context)
-  with tf.device('/cpu:0'):
-    return input_fn(**kwargs)
-
-
-def split_features_labels(element):
-  """A (features, labels) pair, or features alone (labels None), as the original read them:
-  a tuple or list of two is (features, labels)."""
-  if isinstance(element, (tuple, list)) and len(element) == 2:
-    return element[0], element[1]
-  if isinstance(element, tuple) and len(element) == 1:
-    return element[0], None
-  return element, None
-
-
-def _check_pair(element, what, result):
-  """Anything but one or two items is neither features nor (features, labels): say so here,
-  naming input_fn, rather than let model_fn index a 3-tuple as if it were the features."""
-  if isinstance(element, (tuple, list)) and len(element) not in (1, 2):
+def _check_common(batch_size, num_epochs, shuffle, queue_capacity, num_threads):
+  if not isinstance(shuffle, bool):
     raise errors.value_error(
-        '`input_fn` must return features or (features, labels), but %s is a %s of %d items.' %
-        (what, type(element).__name__, len(element)),
-        'Return (features, labels), with extra inputs inside the features dict, e.g. '
-        '({"x": x, "weight": w}, y).', input_fn_returned=result)
+        '`shuffle` must be provided and explicitly set as a bool.',
+        'Pass shuffle=True for training, shuffle=False for evaluation and prediction.',
+        shuffle=shuffle)
+  errors.check_positive_int('batch_size', batch_size)
+  errors.check_positive_int('num_epochs', num_epochs, allow_none=True)
+  errors.check_positive_int('queue_capacity', queue_capacity, allow_none=True)
+  errors.check_positive_int('num_threads', num_threads)
 
 
-def _check_result(result):
-  if isinstance(result, tf.data.Dataset):
-    _check_pair(result.element_spec, 'each dataset element', result)
-    return result
-  if isinstance(result, (tf.Tensor, dict, tuple, list, tf.SparseTensor)):
-    _check_pair(result, 'its result', result)
-    return result
-  raise errors.type_error(
-      '`input_fn` must return a tf.data.Dataset, a (features, labels) tuple, or features.',
-      'Return e.g. tf.data.Dataset.from_tensor_slices((x, y)).batch(32).', result=result)
+def _features_dict(x):
+  """`x` as an ordered dict of arrays (keys sorted, as the original iterated them)."""
+  if isinstance(x, dict):
+    if not x:
+      raise errors.value_error('`x` cannot be an empty dict.', x=x)
+    return collections.OrderedDict((k, np.asarray(x[k])) for k in sorted(x))
+  if isinstance(x, np.ndarray):
+    if x.size == 0:
+      raise errors.value_error('`x` cannot be an empty array.', x_shape=x.shape)
+    return collections.OrderedDict([(_SINGLE_ARRAY_KEY, x)])
+  raise errors.type_error('`x` must be a dict of numpy arrays or a numpy array.',
+                          x=type(x).__name__)
 
 
-class DatasetInitializerHook(_v1.train.SessionRunHook):
-  """Runs iterator initializers once the session exists."""
+def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None, queue_capacity=1000,
+                   num_threads=1):
+  """An input_fn yielding `(features, labels)` batches of the numpy arrays `x` (an array or
+  a dict of arrays) and `y` (an array, a dict of arrays, or None: features only)."""
+  _check_common(batch_size, num_epochs, shuffle, queue_capacity, num_threads)
+  features = _features_dict(x)
+  if y is None:
+    label_keys = None
+  elif isinstance(y, dict):
+    if not y:
+      raise errors.value_error('`y` cannot be an empty dict.', 'Pass y=None instead.', y=y)
+    duplicates = sorted(set(features) & set(y))
+    if duplicates:
+      raise errors.value_error('%d keys are in both `x` and `y`.' % len(duplicates),
+                               'Rename them in one of the dicts.', duplicate_keys=duplicates)
+    label_keys = sorted(y)
+  elif isinstance(y, np.ndarray):
+    label_keys = _TARGET_KEY
+  else:
+    raise errors.type_error('`y` must be a numpy array, a dict of numpy arrays or None.',
+                            y=type(y).__name__)
+  labels = None if y is None else (
+      collections.OrderedDict((k, np.asarray(y[k])) for k in label_keys)
+      if isinstance(y, dict) else y)
+  lengths = {k: v.shape[0] if v.ndim else None for k, v in features.items()}
+  label_lengths = {} if y is None else (
+      {k: v.shape[0] if v.ndim else None for k, v in labels.items()} if isinstance(y, dict)
+      else {'y': y.shape[0] if y.ndim else None})
+  if len(set(lengths.values()) | set(label_lengths.values())) != 1 or None in lengths.values():
+    raise errors.value_error(
+        'All arrays in `x` and `y` must have the same length (first dimension).',
+        'Pass arrays with one row per example.',
+        x_shapes={k: v.shape for k, v in features.items()},
+        y_shapes=None if y is None else (
+            {k: v.shape for k, v in labels.items()} if isinstance(y, dict) else y.shape))
+  single = isinstance(x, np.ndarray)
 
-  def __init__(self, initializers):
-    self._initializers = list(initializers)
+  def make(data):
+    feats, labs = data if y is not None else (data, None)
+    feats = feats[_SINGLE_ARRAY_KEY] if single else dict(feats)
+    if labs is None:
+      return feats
+    return feats, (dict(labs) if isinstance(labs, dict) else labs)
 
-  def after_create_session(self, session, coord):
-    del coord
-    if self._initializers:
-      session.run(self._initializers)
-
-
-def _batch_size_of(structure, axes):
-  for tensor, axis in zip(tf.nest.flatten(structure), axes):
-    return tf.shape(tensor, out_type=tf.int64)[axis]
-  return tf.constant(0, tf.int64)
+  data = (features, labels) if y is not None else features
+  return _input_fn(data, make, next(iter(lengths.values())), batch_size, num_epochs, shuffle,
+                   queue_capacity, 'numpy_input_fn')
 
 
-def _axes_for(structure, batch_axis):
-  """One split axis per flattened tensor of `structure` (an int applies to all)."""
-  if batch_axis is None:
-    return [0] * len(tf.nest.flatten(structure))
-  if isinstance(batch_axis, int):
-    return [batch_axis] * len(tf.nest.flatten(structure))
+def pandas_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None, queue_capacity=1000,
+                    num_threads=1, target_column='target'):
+  """An input_fn yielding `(features, labels)` batches of the DataFrame `x` (a dict of its
+  columns) and `y` (a Series, named `target_column`, or a DataFrame: a dict; None: features
+  only).  `y`'s index must equal `x`'s."""
   try:
-    tf.nest.assert_same_structure(structure, batch_axis)
-  except (ValueError, TypeError):
-    raise errors.value_error('`batch_axis` must match the structure of the input.',
-                             batch_axis=batch_axis, input_structure=str(structure)) from None
-  return tf.nest.flatten(batch_axis)
-
-
-class HostInput:
-  """Iterators on the host and the per-replica inputs drawn from them for one step."""
-
-  def __init__(self, results, input_mode, num_replicas, batch_axis=None, rows=None,
-               uneven=False, device=None, group=None):
-    """`results`: what each `input_fn` call returned (one, or one per replica for
-    PER_SHARD_V1).  `rows`: rows expected per dataset element when sharding (None on one
-    device).  `uneven`: a short or missing final element is spread over the replicas in order,
-    each getting at most its share, some none (evaluation, prediction); otherwise a short
-    element that cannot be split evenly ends the input (training).  `device`: a GPU the one
-    dataset's elements are prefetched to (see `_iterator`).  `group`: a number of steps whose
-    elements are read at once (`next_group`), for a device loop compiled as a whole; where the
-    input cannot be grouped, `ungrouped` says why and the input is read a step at a time."""
-    self._mode = input_mode
-    self._n = num_replicas
-    self._batch_axis = batch_axis
-    self._rows = rows
-    self._uneven = uneven
-    self._iterators = []
-    self._tensors = None
-    self._element_spec = None
-    self.ungrouped = 'no group was asked for' if group is None else \
-        _why_not_grouped(results, num_replicas, group)
-    results = [_check_result(r) for r in results]
-    if self._splits_uneven():
-      for result in results:
-        self._check_static_rows(
-            result.element_spec if isinstance(result, tf.data.Dataset) else result)
-    if all(isinstance(r, tf.data.Dataset) for r in results):
-      for dataset in results:
-        if self._must_split_evenly():
-          dataset = self._full_batches_only(dataset)
-        if not self.ungrouped:
-          self._element_spec = dataset.element_spec
-          dataset = dataset.batch(group)
-        self._iterators.append(_iterator(dataset, device if len(results) == 1 else None))
-    elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
-      self._tensors = results[0]
-    else:
-      raise errors.type_error('With PER_SHARD_V1 input every `input_fn` call must return a '
-                              'tf.data.Dataset.', results=results)
-
-  def _must_split_evenly(self):
-    """Training splits each host batch over the replicas: a short batch cannot be used."""
-    return (self._rows is not None and not self._uneven and self._n > 1 and
-            self._mode == InputPipelineConfig.PER_HOST_V1)
-
-  def _splits_uneven(self):
-    """Evaluation/prediction splitting each host batch into shares of `rows // n` rows."""
-    return (self._rows is not None and self._uneven and self._n > 1 and
-            self._mode == InputPipelineConfig.PER_HOST_V1)
-
-  def _too_many_rows_words(self):
-    """(what, fix) of the error for a batch with more rows than the shards take."""
-    return ('An evaluation/prediction batch from `input_fn` has more rows than '
-            'params["batch_size"] (eval_batch_size/predict_batch_size per host), all that the '
-            '%d shards take: the rows past it would be lost.' % self._n,
-            'Batch the dataset with params["batch_size"] (or raise eval_batch_size/'
-            'predict_batch_size).')
-
-  def _too_many_rows(self, size):
-    what, fix = self._too_many_rows_words()
-    return errors.value_error(what, fix, batch_rows=size, params_batch_size=self._rows)
-
-  def _check_static_rows(self, structure):
-    """The batch size, when known while building the graph, must fit the shards."""
-    features, _ = split_features_labels(structure)
-    for item, axis in zip(tf.nest.flatten(features), _axes_for(features, self._axis(0))):
-      shape = item.shape
-      if shape.rank is not None and shape[axis] is not None and shape[axis] > self._rows:
-        raise self._too_many_rows(shape[axis])
-      break
-
-  def _checked_rows(self, rows):
-    """`rows` once checked at run time: more rows than the shards take would be dropped."""
-    what, fix = self._too_many_rows_words()
-    check = tf.debugging.Assert(
-        tf.less_equal(rows, self._rows),
-        [what + ' Received: batch_rows=', rows, ', params_batch_size=%d. %s' % (self._rows, fix)],
-        summarize=3)
-    with tf.control_dependencies([check]):
-      return tf.identity(rows)
-
-  def _full_batches_only(self, dataset):
-    """The dataset up to its first short batch (which ends the input); a first batch of the
-    wrong size is an error, not an empty training run."""
-    rows, shards = self._rows, self._n
-
-    def check_first(index, element):
-      features, _ = split_features_labels(element)
-      size = _batch_size_of(features, _axes_for(features, self._axis(0)))
-      check = tf.debugging.Assert(
-          tf.logical_or(index > 0, tf.equal(size, rows)),
-          ['The first training batch has', size, 'rows, but each host batch must have',
-           rows, 'rows (params["batch_size"]) to be split over', shards, 'shards. Batch '
-           'the dataset with params["batch_size"] (and drop_remainder=True).'], summarize=3)
-      with tf.control_dependencies([check]):
-        return tf.nest.map_structure(tf.identity, element)
-
-    features, _ = split_features_labels(dataset.element_spec)
-    for spec, axis in zip(tf.nest.flatten(features), _axes_for(features, self._axis(0))):
-      known = spec.shape.rank is not None and spec.shape[axis] is not None
-      if known and spec.shape[axis] != rows:
-        raise errors.value_error(
-            'input_fn batches must have params["batch_size"] rows to be split over the shards.',
-            'Batch the dataset with params["batch_size"].', batch_rows=spec.shape[axis],
-            params_batch_size=rows, num_shards=shards)
-      break
-    return dataset.enumerate().map(check_first).take_while(self._is_full)
-
-  def _is_full(self, *element):
-    features, _ = split_features_labels(element if len(element) > 1 else element[0])
-    return tf.equal(_batch_size_of(features, _axes_for(features, self._axis(0))), self._rows)
-
-  @property
-  def hooks(self):
-    if not self._iterators:
-      return []
-    return [DatasetInitializerHook([it.initializer for it in self._iterators])]
-
-  def _elements_per_step(self):
-    """(iterator, count) pairs: how many elements one step takes from each iterator."""
-    if self._mode == InputPipelineConfig.PER_HOST_V2:
-      return [(self._iterators[0], self._n)]
-    if self._mode == InputPipelineConfig.PER_SHARD_V1 and len(self._iterators) > 1:
-      return [(it, 1) for it in self._iterators]
-    return [(self._iterators[0], 1)]
-
-  def next_batch(self):
-    """`(features, labels)` for one device and one step per `session.run`; `get_next()` raises
-    OutOfRangeError at the end of a dataset, which ends the run as in the original."""
-    if self._tensors is not None:
-      return split_features_labels(self._tensors)
-    return split_features_labels(self._iterators[0].get_next())
-
-  def next_replica_inputs(self):
-    """Builds the ops for one training step: `[(features, labels, rows)]`, one per replica.
-
-    Reads with `get_next()`, so the end of the input raises OutOfRangeError, which ends a
-    device loop (and training) after the steps already run.  Short host batches that cannot be
-    split evenly over the replicas are filtered out of the dataset.
-    """
-    if self._tensors is not None:
-      return self._distribute([split_features_labels(self._tensors)])
-    elements = self._read_in_order(lambda iterator: iterator.get_next())
-    return self._distribute([split_features_labels(e) for e in elements])
-
-  def next_group(self):
-    """The flat input tensors of up to `group` steps, each [steps, ...] (fewer steps at the end
-    of the input; OutOfRangeError when there is none left)."""
-    return tf.nest.flatten(self._iterators[0].get_next())
-
-  def inputs_at(self, tensors):
-    """`[(features, labels, rows)]` of one step from the slices of `next_group`'s tensors."""
-    element = tf.nest.pack_sequence_as(self._element_spec, tensors)
-    return self._distribute([split_features_labels(element)])
-
-  def _read_in_order(self, read):
-    """`read(iterator)` for every element of one step, each after the previous one: nothing
-    orders a graph's reads otherwise (inside the device loop neither), and the replicas of
-    PER_HOST_V2, reading one iterator, could swap elements (predictions out of order)."""
-    results, previous = [], []
-    for iterator, count in self._elements_per_step():
-      for _ in range(count):
-        with tf.control_dependencies(previous):
-          result = read(iterator)
-        previous = tf.nest.flatten(result, expand_composites=True)[:1]
-        results.append(result)
-    return results
-
-  def next_replica_inputs_or_empty(self):
-    """For evaluation and prediction: returns (has_value, `[(features, labels, rows)]`).
-
-    A short or missing final element is spread over the replicas in order: some get fewer
-    real rows or none (then a stand-in row whose outputs are dropped), so results cover
-    exactly the data set.  `has_value` is False once no replica got anything.
-    """
-    if self._tensors is not None:
-      return tf.constant(True), self._distribute([split_features_labels(self._tensors)])
-    optionals = self._read_in_order(lambda iterator: iterator.get_next_as_optional())
-    present = [o.has_value() for o in optionals]
-    values = [self._value_or_empty(o, here) for o, here in zip(optionals, present)]
-    return tf.reduce_any(tf.stack(present)), self._distribute(values)
-
-  def _value_or_empty(self, optional, here):
-    """(features, labels, real rows): the element, or when there is none a stand-in batch of
-    zeros with 0 real rows (see `_stand_in_like_spec`)."""
-    spec = optional.element_spec
-    value = tf.cond(here, optional.get_value, lambda: _stand_in_like_spec(spec))
-    features, labels = split_features_labels(value)
-    rows = _batch_size_of(features, _axes_for(features, self._axis(0)))
-    return features, labels, tf.where(here, rows, tf.constant(0, tf.int64))
-
-  def fed_rows(self, features):
-    """The rows of one replica's `features` (along the batch axis), stand-in rows included."""
-    return _batch_size_of(features, _axes_for(features, self._axis(0)))
-
-  def _axis(self, index):
-    if isinstance(self._batch_axis, (tuple, list)) and len(self._batch_axis) == 2:
-      return self._batch_axis[index]
-    return self._batch_axis
-
-  def _axes(self, features, labels):
-    return _axes_for(features, self._axis(0)), _axes_for(labels, self._axis(1))
-
-  def _distribute(self, values):
-    """From the elements read for one step to one (features, labels, rows) per replica.
-
-    `values` holds (features, labels) or, for evaluation/prediction, (features, labels, real
-    rows).  Uneven shares: replica i gets real rows [i*b, (i+1)*b) of a short host batch; a
-    replica left with none gets the batch's first row, counted as 0 real rows, whose outputs the
-    host drops."""
-    values = [v if len(v) == 3 else (v[0], v[1], None) for v in values]
-    if len(values) == self._n:
-      return [(f, l, r if r is not None else _batch_size_of(f, self._axes(f, l)[0]))
-              for f, l, r in values]
-    (features, labels, real), = values
-    f_axes, l_axes = self._axes(features, labels)
-    rows = _batch_size_of(features, f_axes) if real is None else real
-    if self._mode == InputPipelineConfig.BROADCAST or self._n == 1:
-      return [(features, labels, rows)] * self._n
-    if self._uneven:
-      rows = self._checked_rows(rows)
-      share = self._rows // self._n
-      counts, ranges = [], []
-      for i in range(self._n):
-        start, end = tf.minimum(rows, i * share), tf.minimum(rows, (i + 1) * share)
-        counts.append(end - start)
-        ranges.append(tf.range(tf.where(end > start, start, 0), tf.where(end > start, end, 1)))
-      parts = lambda s, axes: [[tf.gather(t, ranges[i], axis=a) for i in range(self._n)]
-                               for t, a in zip(tf.nest.flatten(s), axes)]
-    else:
-      share = None if self._rows is None else self._rows // self._n
-      parts = lambda s, axes: [[_with_batch(p, a, share) for p in tf.split(t, self._n, axis=a)]
-                               for t, a in zip(tf.nest.flatten(s), axes)]
-      counts = [rows // self._n] * self._n
-    f_parts = parts(features, f_axes)
-    l_parts = parts(labels, l_axes) if labels is not None else None
-    out = []
-    for i in range(self._n):
-      f = tf.nest.pack_sequence_as(features, [p[i] for p in f_parts])
-      lab = tf.nest.pack_sequence_as(labels, [p[i] for p in l_parts]) \
-          if labels is not None else None
-      out.append((f, lab, counts[i]))
-    return out
-
-
-def _iterator(dataset, device):
-  """An initializable iterator over `dataset`, on `device` when given and every element can
-  live there.
-
-  On a GPU, an iterator on the host makes every step of a device loop wait for a host read and
-  a copy; prefetched to the GPU (tf.data's `prefetch_to_device`), the next elements are
-  already there and the whole loop runs on the GPU.  Elements holding strings or other host-only
-  types stay on the host."""
-  if device is None or not _device_friendly(dataset.element_spec):
-    return _v1.data.make_initializable_iterator(dataset)
-  with tf.device(device):
-    dataset = dataset.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=2))
-    return _v1.data.make_initializable_iterator(dataset)
-
-
-GROUP_BYTES = 256 << 20  # the most input one group of steps may hold (two are prefetched)
-
-
-def _why_not_grouped(results, num_replicas, group):
-  """Why the input of a compiled loop cannot be read a group of steps at a time (None if it
-  can): one dataset for one replica whose elements are numeric tensors of static shapes, so
-  that every step of a group has the same shapes (a dataset batched with
-  drop_remainder=True), holding at most GROUP_BYTES per group."""
-  if num_replicas != 1 or len(results) != 1 or not isinstance(results[0], tf.data.Dataset):
-    return 'input_fn must return one tf.data.Dataset for one replica'
-  spec = results[0].element_spec
-  if not _device_friendly(spec):
-    return 'the dataset has elements other than numeric dense tensors'
-  if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec)):
-    return ('the dataset\'s elements have no static shape (batch it with '
-            'drop_remainder=True)')
-  size = group * sum(s.shape.num_elements() * s.dtype.size for s in tf.nest.flatten(spec))
-  if size > GROUP_BYTES:
-    return ('the input of %d steps (iterations_per_loop) would take %d MiB, more than %d MiB' %
-            (group, size >> 20, GROUP_BYTES >> 20))
-  return None
-
-
-def _device_friendly(spec):
-  specs = tf.nest.flatten(spec, expand_composites=False)
-  return all(isinstance(s, tf.TensorSpec) and (s.dtype.is_floating or s.dtype.is_integer or
-                                               s.dtype.is_bool) for s in specs)
-
-
-def _with_batch(tensor, axis, size):
-  """`tensor` with its batch dimension statically `size` (known once batches are full)."""
-  if size is None or tensor.shape.rank is None:
-    return tensor
-  shape = tensor.shape.as_list()
-  shape[axis] = size
-  return tf.ensure_shape(tensor, shape)
-
-
-def _stand_in_like_spec(spec):
-  """Zeros shaped as the element spec says, 1 where a dimension is unknown: whatever the
-  batch axis (`batch_axis`, e.g. images fed [H, W, C, N]), the stand-in has the real
-  elements' static shape, so the `tf.cond` choosing between them keeps every known
-  dimension (model_fns read static shapes, e.g. a pool size from the image size).  Never 0
-  rows: an empty batch would reach model_fn, and some CPU kernels (oneDNN's Conv2D) mis-shape
-  empty inputs."""
-  def zeros(s):
-    if not isinstance(s, tf.TensorSpec):  # a `None` (labels of a features-only input)
-      if type(s).__name__ == 'NoneTensorSpec':
-        return None
-      raise errors.type_error(
-          'input_fn elements must be dense tensors to be split over the shards.',
-          'Convert sparse or ragged features to dense ones in input_fn (tf.sparse.to_dense, '
-          'RaggedTensor.to_tensor).', element_spec=s)
-    if s.shape.rank is None:
+    import pandas as pd  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise ImportError('pandas_input_fn needs pandas, which is not installed: '
+                      'pip install pandas') from None
+  _check_common(batch_size, num_epochs, shuffle, queue_capacity, num_threads)
+  if not isinstance(target_column, str):
+    raise errors.type_error('`target_column` must be a string.', target_column=target_column)
+  if not isinstance(x, pd.DataFrame):
+    raise errors.type_error('`x` must be a pandas DataFrame.', x=type(x).__name__)
+  if y is not None:
+    if not isinstance(y, (pd.Series, pd.DataFrame)):
+      raise errors.type_error('`y` must be a pandas Series, DataFrame or None.',
+                              y=type(y).__name__)
+    if isinstance(y, pd.Series) and target_column in x:
       raise errors.value_error(
-          'input_fn elements must have a known rank to be split over the shards.',
-          'Give the dataset static ranks (e.g. tf.ensure_shape in Dataset.map).',
-          element_spec=s)
-    shape = [d if d is not None else 1 for d in s.shape.as_list()]
-    return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
-  return tf.nest.map_structure(zeros, spec)
+          'Cannot use the name %r for the target column: `x` already has a column with that '
+          'name.' % target_column, 'Pass another target_column.',
+          target_column=target_column, x_columns=list(x.columns))
+    if not np.array_equal(x.index, y.index):
+      raise errors.value_error('The indexes of `x` and `y` must match.',
+                               'Align them, e.g. y = y.loc[x.index].',
+                               x_index=list(x.index[:5]), y_index=list(y.index[:5]))
+  if queue_capacity is None:  # the original's default sizes, for the shuffle buffer
+    queue_capacity = 4 * len(x) if shuffle else len(x)
+  features = collections.OrderedDict((str(c), x[c].values) for c in x.columns)
+  if y is None:
+    labels = None
+  elif isinstance(y, pd.DataFrame):
+    labels = collections.OrderedDict((str(c), y[c].values) for c in y.columns)
+  else:
+    labels = y.values
+
+  def make(data):
+    if y is None:
+      return dict(data)
+    feats, labs = data
+    return dict(feats), (dict(labs) if isinstance(labs, dict) else labs)
+
+  data = (features, labels) if y is not None else features
+  return _input_fn(data, make, len(x), batch_size, num_epochs, shuffle, queue_capacity,
+                   'pandas_input_fn')
 
 
-# The original's `tf.compat.v1.estimator.inputs` names: `tpu_estimator.inputs.numpy_input_fn`.
-from tpu_estimator.input_helpers import numpy_input_fn  # pylint: disable=wrong-import-position
-from tpu_estimator.input_helpers import pandas_input_fn  # pylint: disable=wrong-import-position
+def _input_fn(data, make, num_rows, batch_size, num_epochs, shuffle, buffer_size, what):
+  """The input_fn over `data` (nested arrays of `num_rows` rows); `make` turns an element
+  into what the model sees."""
+  if num_rows == 0:
+    raise errors.value_error('%s needs at least one row of data.' % what, num_rows=num_rows)
+
+  def input_fn(params=None):
+    batch = batch_size
+    context = None
+    if isinstance(params, dict) and 'context' in params and 'batch_size' in params:
+      # TPUEstimator: the batch this pipeline must produce.
+      context = params['context']
+      batch = params['batch_size']
+      if batch != batch_size:
+        _log.warning('%s: using TPUEstimator\'s params["batch_size"]=%d (the batch each input '
+                     'pipeline produces) instead of batch_size=%d.', what, batch, batch_size)
+    dataset = tf.data.Dataset.from_tensor_slices(data)
+    pipelines = getattr(getattr(context, 'input_context', None), 'num_input_pipelines', 1)
+    if pipelines > 1:
+      dataset = dataset.shard(pipelines, context.input_context.input_pipeline_id)
+    dataset = dataset.repeat(num_epochs)
+    if shuffle:
+      dataset = dataset.shuffle(buffer_size or 1000)
+    dataset = dataset.batch(batch, drop_remainder=num_epochs is None)
+    # A (features, labels) element reaches map's function as two arguments.
+    return dataset.map(lambda *element: make(element[0] if len(element) == 1 else element))
+
+  return input_fn
+

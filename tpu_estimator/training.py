@@ -13,8 +13,8 @@ import time
 
 import tensorflow as tf
 
-from tpu_estimator import checkpoints
-from tpu_estimator import early_stopping
+from tpu_estimator.checkpoints import restoring
+from tpu_estimator.hooks import early_stopping
 from tpu_estimator import errors
 from tpu_estimator.config import TaskType
 
@@ -313,7 +313,7 @@ def _run_evaluator(estimator, train_spec, eval_spec):
       estimator.model_dir, min_interval_secs=eval_spec.throttle_secs,
       timeout=_EARLY_STOP_POLL_SECS, timeout_fn=stopped_early):
     result = evaluator.evaluate_and_export()
-    step = checkpoints.global_step_of(checkpoint)
+    step = restoring.global_step_of(checkpoint)
     if result is not None:
       evaluated[0] = max(evaluated[0], int(result['global_step']))
     if train_spec.max_steps is not None and step >= train_spec.max_steps:

@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-from tpu_estimator import checkpoint_state
+from tpu_estimator.checkpoints import state as checkpoint_state
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1

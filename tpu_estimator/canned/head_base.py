@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tpu_estimator import errors
 from tpu_estimator import export as export_lib
-from tpu_estimator import inputs
+from tpu_estimator.core import input_fn as input_fn_lib
 from tpu_estimator.canned import keys
 from tpu_estimator.canned import optimizers
 from tpu_estimator.specs import EstimatorSpec
@@ -161,7 +161,7 @@ class Head:
 
   def _per_example_loss(self, labels, logits, features):
     if self._loss_fn is not None:
-      kwargs = inputs.accepted_kwargs(self._loss_fn, features=features)
+      kwargs = input_fn_lib.accepted_kwargs(self._loss_fn, features=features)
       unweighted = tf.cast(self._loss_fn(labels=labels, logits=logits, **kwargs), tf.float32)
     else:
       unweighted = self._unweighted_loss(labels, logits)

@@ -278,9 +278,9 @@ def load_global_step_from_checkpoint_dir(checkpoint_dir):
   it cannot be read: the original's private `estimator._load_global_step_from_checkpoint_dir`,
   which tensorflow/tpu's training loops (resnet, efficientnet, mnasnet) call to find where a
   restarted run resumes."""
-  from tpu_estimator import checkpoints  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.checkpoints import restoring  # pylint: disable=import-outside-toplevel
   try:
-    return checkpoints.global_step_of(checkpoints.latest_checkpoint(checkpoint_dir))
+    return restoring.global_step_of(restoring.latest_checkpoint(checkpoint_dir))
   except Exception:  # pylint: disable=broad-except
     return 0  # as the original: a missing or unreadable checkpoint means "start at 0"
 

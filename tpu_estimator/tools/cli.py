@@ -7,9 +7,8 @@
     tpu-estimator launch --workers N SCRIPT [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
-`_SUBCOMMANDS`.  This module imports the library (and so TensorFlow) only inside functions (the
-package calls `quiet_startup` from here before its own `import tensorflow`),
-and `main` prepares `run`'s environment (TF_USE_LEGACY_KERAS) before building the parser.
+`_SUBCOMMANDS`.  This module imports the library's other modules (and so TensorFlow) only inside functions, and
+`main` prepares `run`'s environment (TF_USE_LEGACY_KERAS) before building the parser.
 """
 import argparse
 import importlib.util
@@ -19,26 +18,7 @@ import sys
 
 
 # ---------------------------------------------------------------------------------------------
-# start-up
-
-def _is_this_command():
-  """Whether this process is the `tpu-estimator` command (its console script, or
-  `python -m tpu_estimator`), as opposed to a program importing the library."""
-  if os.path.basename(sys.argv[0]) == 'tpu-estimator':
-    return True
-  argv = list(getattr(sys, 'orig_argv', None) or sys.argv)  # orig_argv: Python 3.10+
-  if '-m' in argv:
-    return argv[argv.index('-m') + 1:][:1] in (['tpu_estimator'], ['tpu_estimator.tools.cli'])
-  return False
-
-
-def quiet_startup():
-  """Called by the package before it imports TensorFlow: the command hides TensorFlow's C++
-  start-up lines (absl, cpu_feature_guard, MLIR notes) unless the user set
-  TF_CPP_MIN_LOG_LEVEL.  A program importing the library keeps TensorFlow's default."""
-  if _is_this_command():
-    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
+# argument types
 
 def _positive_int(text):
   try:
@@ -160,7 +140,7 @@ def _run_program(args):
       print("tpu-estimator run: can't open file %r: no such file" % script, file=sys.stderr)
       return 2
   from tpu_estimator import compat  # pylint: disable=import-outside-toplevel
-  from tpu_estimator import gpus  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.distribute import gpus  # pylint: disable=import-outside-toplevel
   # The program may open its own sessions before it builds an estimator (gpus.py).
   gpus.grow_memory_unless_configured(None)
   compat.use_legacy_keras()

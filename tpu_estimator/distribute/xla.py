@@ -29,7 +29,7 @@ import threading
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import accumulation
+from tpu_estimator.updates import accumulation
 from tpu_estimator import errors
 from tpu_estimator import quiet
 

@@ -18,7 +18,7 @@ options, each mirrored variable restored into every replica's copy.  Any other S
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import checkpoints
+from tpu_estimator.checkpoints import saving
 
 _v1 = tf.compat.v1
 
@@ -81,7 +81,7 @@ def for_session(scaffold, body_graph):
   var_list = _var_list(saver)
   if isinstance(var_list, (list, tuple)):
     chosen = {id(v) for v in var_list}
-    var_list = [v for v in checkpoints.saveable_variables()
+    var_list = [v for v in saving.saveable_variables()
                 if id(v) in chosen or any(id(part) in chosen for part in getattr(v, 'values', ()))
                 ] or var_list
   rebuilt = _v1.train.Saver(var_list=var_list, **options)

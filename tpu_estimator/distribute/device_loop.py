@@ -12,7 +12,7 @@ import functools
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import xla
+from tpu_estimator.distribute import xla
 
 
 def _control_flow_v2(fn):

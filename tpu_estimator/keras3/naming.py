@@ -120,7 +120,7 @@ def _install_scope_patch():
   if _patched:
     return
   _install_optimizer_guard()
-  from tpu_estimator import keras_in_graph  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.keras3 import in_graph as keras_in_graph  # pylint: disable=import-outside-toplevel
   keras_in_graph.install()
   try:
     from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel

@@ -33,7 +33,7 @@ import weakref
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import device_loop
+from tpu_estimator.distribute import device_loop
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()

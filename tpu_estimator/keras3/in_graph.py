@@ -21,7 +21,7 @@ graphs marked by `keras_naming.names()` only (Keras elsewhere is untouched):
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import keras_naming
+from tpu_estimator.keras3 import naming as keras_naming
 
 _v1 = tf.compat.v1
 _installed = []

@@ -11,9 +11,10 @@ import dataclasses
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator import inputs
-from tpu_estimator import replication
-from tpu_estimator import xla
+from tpu_estimator.core import input_fn as input_fn_lib
+from tpu_estimator.distribute import host_input as host_input_lib
+from tpu_estimator.distribute import replication
+from tpu_estimator.distribute import xla
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.config import parse_iterations_per_loop
 from tpu_estimator.specs import ModeKeys
@@ -74,8 +75,8 @@ class OneDevice:
                 host_call_every_n=self.host_call_every_n, config=config)
 
   def host_input(self, input_fn, plan):
-    result = inputs.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params), plan.config)
-    return inputs.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
+    result = input_fn_lib.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params), plan.config)
+    return host_input_lib.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
 
   def examples_per_step(self):
     """The global training batch, when known (for `examples/sec`)."""
@@ -192,10 +193,10 @@ class Sharded(OneDevice):
     return targets
 
   def host_input(self, input_fn, plan):
-    if callable(input_fn) and 'params' not in inputs.fn_args(input_fn):
+    if callable(input_fn) and 'params' not in input_fn_lib.fn_args(input_fn):
       raise errors.value_error(
           'TPUEstimator needs input_fn to take `params` (it passes params["batch_size"]).',
-          'Define input_fn(params).', input_fn_args=list(inputs.fn_args(input_fn)))
+          'Define input_fn(params).', input_fn_args=list(input_fn_lib.fn_args(input_fn)))
     replicas = plan.replicas
     per_shard = plan.input_mode == InputPipelineConfig.PER_SHARD_V1
     calls = replicas.local_replicas if per_shard else 1
@@ -212,11 +213,11 @@ class Sharded(OneDevice):
           num_replicas_in_sync=replicas.num_replicas)
       params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, pipeline_id, pipelines,
                                            input_context)
-      results.append(inputs.call_input_fn(input_fn, plan.mode, params, plan.config,
+      results.append(input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
                                           input_context=input_context))
     if not plan.sharded:
-      return inputs.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
-    return inputs.HostInput(results, plan.input_mode, replicas.local_replicas, self.batch_axis,
+      return host_input_lib.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
+    return host_input_lib.HostInput(results, plan.input_mode, replicas.local_replicas, self.batch_axis,
                             rows=plan.input_batch, uneven=plan.mode != ModeKeys.TRAIN,
                             device=_input_device(plan),
                             group=plan.ipl[1] if plan.compiled_loop else None)

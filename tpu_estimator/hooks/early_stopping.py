@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import errors
-from tpu_estimator import replication
+from tpu_estimator.distribute import replication
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -417,9 +417,9 @@ class _StopAtCheckpointStepHook(_v1.train.SessionRunHook):
     if self._step.value(run_context, run_values, lambda s: s >= self._last_step) < \
         self._last_step:
       return
-    from tpu_estimator import checkpoints  # pylint: disable=import-outside-toplevel
-    latest = checkpoints.latest_checkpoint(self._model_dir)
-    if latest and checkpoints.global_step_of(latest) >= self._last_step:
+    from tpu_estimator.checkpoints import restoring  # pylint: disable=import-outside-toplevel
+    latest = restoring.latest_checkpoint(self._model_dir)
+    if latest and restoring.global_step_of(latest) >= self._last_step:
       run_context.request_stop()
     else:
       time.sleep(self._wait)

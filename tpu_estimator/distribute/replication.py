@@ -18,9 +18,9 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import errors
-from tpu_estimator import gpus as gpus_lib
-from tpu_estimator import keras_naming
-from tpu_estimator import xla as xla_lib
+from tpu_estimator.distribute import gpus as gpus_lib
+from tpu_estimator.keras3 import naming as keras_naming
+from tpu_estimator.distribute import xla as xla_lib
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')

@@ -2,11 +2,11 @@
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator import keras_naming
-from tpu_estimator import precision
+from tpu_estimator.keras3 import naming as keras_naming
+from tpu_estimator.updates import precision
 from tpu_estimator import specs
-from tpu_estimator.inputs import accepted_kwargs
-from tpu_estimator.inputs import fn_args
+from tpu_estimator.core.input_fn import accepted_kwargs
+from tpu_estimator.core.input_fn import fn_args
 
 _ALLOWED_ARGS = frozenset(['features', 'labels', 'mode', 'params', 'config'])
 
