@@ -28,6 +28,8 @@ from tensorflow.python.training import checkpoint_state_pb2 as _checkpoint_state
 from tensorflow.python.training import training_util as _training_util
 from tensorflow.python.training.saving import saveable_object_util as _saveable_object_util
 from tensorflow.python.util import deprecation as _deprecation
+from tensorflow.python.eager import context as _context
+from tensorflow.core.protobuf import saved_model_pb2 as _saved_model_pb2
 
 _v1 = tf.compat.v1
 
@@ -272,3 +274,15 @@ def set_deprecation_notices_enabled(enabled):
   """Turns them on or off (`deprecation.silence()` does not restore the switch when its body
   raises, nor when two threads are inside it)."""
   _deprecation._PRINT_DEPRECATION_WARNINGS = enabled
+
+
+def eager_mode():
+  """A context in which ops run eagerly, also inside a graph being built (a Keras 3 optimizer
+  made by a factory reads its variables eagerly).  `tf.init_scope` lifts to the outermost
+  context instead, which is a graph under `tf.compat.v1`."""
+  return _context.eager_mode()
+
+
+def saved_model_proto():
+  """An empty `SavedModel` protocol buffer (what `saved_model.pb` holds), to parse one."""
+  return _saved_model_pb2.SavedModel()

@@ -137,6 +137,17 @@ def _check_device_fn(device_fn):
                              device_fn_args=names)
 
 
+def _check_graph_reuse(reuse_eval_graphs, reuse_train_graphs):
+  if not isinstance(reuse_eval_graphs, bool):
+    raise errors.type_error('`reuse_eval_graphs` must be a bool.',
+                            'Pass False to build a new graph for every evaluate()/predict().',
+                            reuse_eval_graphs=reuse_eval_graphs)
+  if not isinstance(reuse_train_graphs, bool):
+    raise errors.type_error('`reuse_train_graphs` must be a bool.',
+                            'Pass False to build a new graph for every train().',
+                            reuse_train_graphs=reuse_train_graphs)
+
+
 class RunConfig:
   """How an Estimator runs: where it writes, how often it saves and logs, which devices."""
 
@@ -170,14 +181,7 @@ class RunConfig:
     if protocol not in (None, 'grpc', 'grpc+verbs'):
       raise errors.value_error('`protocol` must be None, "grpc" or "grpc+verbs".',
                                protocol=protocol)
-    if not isinstance(reuse_eval_graphs, bool):
-      raise errors.type_error('`reuse_eval_graphs` must be a bool.',
-                              'Pass False to build a new graph for every evaluate()/predict().',
-                              reuse_eval_graphs=reuse_eval_graphs)
-    if not isinstance(reuse_train_graphs, bool):
-      raise errors.type_error('`reuse_train_graphs` must be a bool.',
-                              'Pass False to build a new graph for every train().',
-                              reuse_train_graphs=reuse_train_graphs)
+    _check_graph_reuse(reuse_eval_graphs, reuse_train_graphs)
     self._cluster = parse_tf_config()
     if model_dir is None and self._cluster.model_dir:
       model_dir = self._cluster.model_dir

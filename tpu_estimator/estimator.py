@@ -34,7 +34,6 @@ from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
-_EVAL_RETRIES = 10  # restores of the latest checkpoint, when a trainer deleted it first
 
 
 def _check_steps(name, value):
@@ -423,26 +422,19 @@ class Estimator:
     before it could be pinned, the new latest is restored instead.  Errors name `checkpoint`,
     never the snapshot.  A graph kept by an earlier call (`entry`) restores into its open
     session; `graph_cache.Stale` when the checkpoint's variables are not those it restored."""
-    for attempt in range(_EVAL_RETRIES):
-      try:
-        with pinning.pinned(checkpoint) as snapshot:
-          if entry is not None and entry.session is not None and not entry.fits(snapshot):
-            raise graph_cache.Stale(checkpoint)
-          restoring.check_shapes(snapshot, checkpoint)
-          if what == 'evaluate':
-            _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
-          with restoring.restore_errors(snapshot, checkpoint):
-            if entry is not None and entry.reason is None:
-              return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
-            return self._session(replicas, scaffold, hooks,
-                                 checkpoint_filename_with_path=snapshot), checkpoint
-      except pinning.CheckpointGone:
-        if explicit or attempt == _EVAL_RETRIES - 1:
-          raise
-        _log.warning('Checkpoint %s disappeared before it was restored; restoring the latest.',
-                     checkpoint)
-        checkpoint = restoring.resolve_checkpoint(self._model_dir, None, what)
-    raise AssertionError('unreachable')
+    def restore(checkpoint, snapshot):
+      if entry is not None and entry.session is not None and not entry.fits(snapshot):
+        raise graph_cache.Stale(checkpoint)
+      restoring.check_shapes(snapshot, checkpoint)
+      if what == 'evaluate':
+        _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
+      with restoring.restore_errors(snapshot, checkpoint):
+        if entry is not None and entry.reason is None:
+          return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
+        return self._session(replicas, scaffold, hooks,
+                             checkpoint_filename_with_path=snapshot), checkpoint
+
+    return pinning.with_latest_pinned(self._model_dir, checkpoint, explicit, what, restore)
 
   def _kept_session(self, replicas, entry, hooks, snapshot):
     """A MonitoredSession over `entry`'s session (created on its first call), `snapshot`
@@ -564,21 +556,14 @@ class Estimator:
       return build
 
     metagraphs = [(tags, builder(params)) for tags, params in targets]
-    for attempt in range(_EVAL_RETRIES):
-      try:
-        # Restored from a pinned snapshot, as evaluate and predict do.
-        with pinning.pinned(checkpoint) as snapshot:
-          return savedmodel.write_saved_model(
-              os.fspath(export_dir_base), snapshot, metagraphs, assets_extra=assets_extra,
-              as_text=as_text, session_config=self._config.session_config,
-              reported_checkpoint=checkpoint)
-      except pinning.CheckpointGone:
-        if checkpoint_path or attempt == _EVAL_RETRIES - 1:
-          raise
-        _log.warning('Checkpoint %s disappeared before it was exported; exporting the latest.',
-                     checkpoint)
-        checkpoint = restoring.resolve_checkpoint(self._model_dir, None, 'export')
-    raise AssertionError('unreachable')
+    def write(checkpoint, snapshot):  # restored from a pinned snapshot, as evaluate does
+      return savedmodel.write_saved_model(
+          os.fspath(export_dir_base), snapshot, metagraphs, assets_extra=assets_extra,
+          as_text=as_text, session_config=self._config.session_config,
+          reported_checkpoint=checkpoint)
+
+    return pinning.with_latest_pinned(self._model_dir, checkpoint, bool(checkpoint_path),
+                                      'export', write)
 
   def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
                                            assets_extra=None, as_text=False,

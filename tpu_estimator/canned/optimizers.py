@@ -11,8 +11,8 @@ way, `<variable>/<Name>`).
 import inspect
 
 import tensorflow as tf
-from tensorflow.python.eager import context
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -41,7 +41,7 @@ def _from_keras_config(optimizer):
     raise errors.type_error(
         'Unsupported Keras optimizer class for a canned estimator.',
         'Use one of %s (by name or instance).' % ', '.join(_NAMES), optimizer=optimizer)
-  with context.eager_mode():  # a Keras 3 optimizer reads its variables eagerly
+  with _tf_internals.eager_mode():  # a Keras 3 optimizer reads its variables eagerly
     config = optimizer.get_config()
   if not isinstance(config.get('learning_rate'), float):
     raise errors.type_error(
@@ -78,14 +78,14 @@ def get_optimizer(optimizer, learning_rate, argument='optimizer'):
     return getattr(legacy_keras_optimizers(), _CLASS_OF[optimizer])(learning_rate=learning_rate)
   if callable(optimizer) and not _is_keras(optimizer) and not _is_v1(optimizer):
     # Eagerly, as the user's program made optimizers: Keras 3 ones cannot live in a TF1 graph.
-    with context.eager_mode():
+    with _tf_internals.eager_mode():
       optimizer = optimizer()
   if _is_v1(optimizer):
     return optimizer
   if _is_keras(optimizer):
     legacy = legacy_keras_optimizers()
     if isinstance(optimizer, legacy.Optimizer):  # a copy: its variables belong to one graph
-      with context.eager_mode():
+      with _tf_internals.eager_mode():
         return type(optimizer).from_config(optimizer.get_config())
     return _from_keras_config(optimizer)
   raise errors.type_error(

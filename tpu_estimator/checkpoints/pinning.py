@@ -11,9 +11,12 @@ import threading
 
 import tensorflow as tf
 
+from tpu_estimator.checkpoints import restoring
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
+
+RETRIES = 10  # pins of the latest checkpoint, when a trainer deleted it first each time
 
 
 _PIN_PREFIX = '.pinned-'
@@ -141,3 +144,21 @@ def pinned(checkpoint_path):
     yield os.path.join(temp, name)
   finally:
     _unregister_pin(temp)
+
+
+def with_latest_pinned(model_dir, checkpoint, explicit, what, use):
+  """`use(snapshot)` with `checkpoint` pinned, and its result.  When `checkpoint` is the latest
+  (not an `explicit` one) and a trainer deletes it before it could be pinned, the new latest is
+  used instead (`RETRIES` times at most); `use` then gets that one's snapshot.  `what` is the
+  call ('evaluate', 'export', ...) that errors and the warning name."""
+  for attempt in range(RETRIES):
+    try:
+      with pinned(checkpoint) as snapshot:
+        return use(checkpoint, snapshot)
+    except CheckpointGone:
+      if explicit or attempt == RETRIES - 1:
+        raise
+      _log.warning('Checkpoint %s disappeared before %s could restore it; using the latest.',
+                   checkpoint, what)
+      checkpoint = restoring.resolve_checkpoint(model_dir, None, what)
+  raise AssertionError('unreachable')

@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator import keras3
 from tpu_estimator.keras3 import naming as keras_naming
 from tpu_estimator.updates import precision
 from tpu_estimator import specs
@@ -45,6 +46,7 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
     raise errors.value_error('model_fn does not take `labels`, but input_fn returns labels.',
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
   kwargs = accepted_kwargs(model_fn, labels=labels, mode=mode, params=params, config=config)
+  keras3.install()
   try:
     with keras_naming.names(), precision.scope(config) as dtype:  # Keras 2's layer names
       if dtype is not None:

@@ -45,7 +45,7 @@ class _GraphNames:
     self.scopes = {}  # (graph id, layer id) -> the absolute scope it first got
     self.paths = {}  # (graph id, Keras path) -> the TensorFlow scope that path opened there
     self.keep = []  # the graphs and layers keyed above, alive as long as this state
-    self.seed_generator = None  # Keras' global SeedGenerator for this graph (keras_in_graph)
+    self.seed_generator = None  # Keras' global SeedGenerator for this graph (in_graph.py)
 
 
 def _global_state():
@@ -115,13 +115,17 @@ def _install_optimizer_guard():
     setattr(base, name, guarded)
 
 
-def _install_scope_patch():
-  """Makes Keras' TensorFlow name scope re-enter a layer's first scope in marked graphs."""
+def keras_loaded():
+  """Whether Keras 3 is loaded in this process (nothing to adapt before)."""
+  return _global_state() is not None
+
+
+def install():
+  """Makes Keras' TensorFlow name scope re-enter a layer's first scope in marked graphs, and
+  guards Keras optimizers there (once; call when Keras is loaded)."""
   if _patched:
     return
   _install_optimizer_guard()
-  from tpu_estimator.keras3 import in_graph as keras_in_graph  # pylint: disable=import-outside-toplevel
-  keras_in_graph.install()
   try:
     from keras.src.backend.tensorflow import core  # pylint: disable=import-outside-toplevel
   except ImportError:
@@ -221,7 +225,6 @@ def names(graph=None):
     yield
     return
   state = _state_of(graph or tf.compat.v1.get_default_graph(), create=True)
-  _install_scope_patch()
   tracker = global_state.GLOBAL_STATE_TRACKER
   missing = object()
   saved = getattr(tracker, 'object_name_uids', missing)

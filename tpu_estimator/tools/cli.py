@@ -7,8 +7,9 @@
     tpu-estimator launch --workers N SCRIPT [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
-`_SUBCOMMANDS`.  This module imports the library's other modules (and so TensorFlow) only inside functions, and
-`main` prepares `run`'s environment (TF_USE_LEGACY_KERAS) before building the parser.
+`_SUBCOMMANDS`.  This module imports the library's other modules (and so TensorFlow) only
+inside functions, and `main` prepares `run`'s environment (TF_USE_LEGACY_KERAS) before building
+the parser.
 """
 import argparse
 import importlib.util

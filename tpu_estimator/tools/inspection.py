@@ -12,7 +12,6 @@ in its event files), and the SavedModel exports (timestamped directories under
 `add_parser` registers the subcommand on an `argparse` subparsers object.  Paths go through
 `tf.io.gfile`, so `gs://` model directories work too.
 """
-import contextlib
 import json
 import os
 import re
@@ -20,6 +19,8 @@ import sys
 import time
 
 import numpy as np
+
+from tpu_estimator import quiet  # imports no TensorFlow
 
 
 class _LazyTensorFlow:
@@ -165,18 +166,6 @@ def _variables(checkpoint, warnings):
           for name, shape in sorted(names)]
 
 
-@contextlib.contextmanager
-def _quiet_deprecations():
-  """summary_iterator logs a deprecation warning on first use; not news to a CLI user."""
-  try:
-    from tensorflow.python.util import deprecation  # pylint: disable=import-outside-toplevel
-    silence = deprecation.silence()
-  except (ImportError, AttributeError):  # pragma: no cover
-    silence = contextlib.nullcontext()
-  with silence:
-    yield
-
-
 def _scalar(value):
   """A float (or str) for a scalar summary value, else None."""
   if value.HasField('simple_value'):
@@ -201,7 +190,7 @@ def read_last_step_scalars(logdir, warnings=None):
   files (later events of that step win), or None when there are none.  String scalars (such
   as `checkpoint_path`) come back as str."""
   last = None
-  with _quiet_deprecations():
+  with quiet.internal_calls():
     for path in sorted(tf.io.gfile.glob(os.path.join(logdir, _EVENTS))):
       try:
         for event in tf.compat.v1.train.summary_iterator(path):
@@ -270,8 +259,8 @@ def _find_saved_models(base, depth):
 
 def _meta_graphs(path, warnings):
   """[{tags, signatures}] from saved_model.pb(txt), or None when too big or unreadable."""
-  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
-  proto = saved_model_pb2.SavedModel()
+  from tpu_estimator import _tf_internals  # pylint: disable=import-outside-toplevel
+  proto = _tf_internals.saved_model_proto()
   try:
     binary = os.path.join(path, 'saved_model.pb')
     if tf.io.gfile.exists(binary):

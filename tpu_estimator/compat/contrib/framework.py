@@ -8,7 +8,7 @@ they live on.  Without tf_slim those raise an AttributeError naming the extra.
 """
 import tensorflow as tf
 
-from tpu_estimator.compat.contrib import slim as _slim
+from tpu_estimator.compat.contrib import slim_loader
 
 _v1 = tf.compat.v1
 
@@ -51,7 +51,7 @@ def get_name_scope():
 
 def __getattr__(name):
   if name in _TF_SLIM_NAMES:
-    return getattr(_slim.load_tf_slim('tf.contrib.framework', name), name)
+    return getattr(slim_loader.load_tf_slim('tf.contrib.framework', name), name)
   raise AttributeError(
       'tf.contrib.framework.%s is not provided by tpu_estimator: use tf.compat.v1 or the '
       'tf_slim package.' % name)

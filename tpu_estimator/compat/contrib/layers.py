@@ -22,6 +22,7 @@ import tensorflow as tf
 from tensorflow.python.framework import smart_cond as _smart_cond
 
 from tpu_estimator import errors
+from tpu_estimator.compat.contrib import slim_loader
 
 try:  # arg_scope support when tf_slim (the `[legacy]` extra) is installed.
   from tf_slim.ops.arg_scope import add_arg_scope
@@ -576,8 +577,7 @@ def __getattr__(name):
   `stack`, `optimize_loss`, `summarize_*`, ...) from the tf_slim package, which kept them."""
   if name.startswith('__'):
     raise AttributeError(name)
-  from tpu_estimator.compat.contrib import slim  # pylint: disable=import-outside-toplevel
-  tf_slim = slim.load_tf_slim('tf.contrib.layers', name)
+  tf_slim = slim_loader.load_tf_slim('tf.contrib.layers', name)
   try:
     return getattr(tf_slim.layers, name)
   except AttributeError:
