@@ -44,12 +44,15 @@ class Built:
 class TrainStep(Built):
   """Training: fetch `loss` (and run `train_op`, None in a device loop, whose run does the
   update); `global_step` is read after the step (the loop) ran.  In a device loop,
-  `iterations` is the loop length fed per run and `steps_run` the steps it ran."""
+  `iterations` is the loop length fed per run and `steps_run` the steps it ran.
+  `compiles_step`: the session is to compile the step with XLA auto-clustering (the plan asked
+  for XLA and every op of the built step has a kernel: `xla.step_compiles`)."""
   loss: object
   train_op: object
   global_step: object
   iterations: object = None
   steps_run: object = None
+  compiles_step: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,13 +199,12 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         loss = tf.identity(loss)
     return loss
 
-  whole = plan.compiled_loop and not host_input.ungrouped
-  if plan.compiled_loop and not whole:
-    xla.log_step_only(host_input.ungrouped)
+  whole = xla.whole_loop(plan.xla, host_input.ungrouped)
   iterations, steps_run, loss = _loop(plan, host_input, run_step, replica_step, captured,
                                       whole)
   _drop_loop_summaries()
-  _decide_xla(plan, captured['step_ops'], whole)
+  compiles_step = xla.step_compiles(plan.xla, whole, _v1.get_default_graph(),
+                                    captured['step_ops'], plan.replicas)
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
   spec_hooks = list(spec.training_hooks)
@@ -212,7 +214,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
   return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
                    loss=loss, train_op=None, global_step=step_after, iterations=iterations,
-                   steps_run=steps_run)
+                   steps_run=steps_run, compiles_step=compiles_step)
 
 
 def _loop(plan, host_input, run_step, replica_step, captured, whole):
@@ -236,18 +238,6 @@ def _loop(plan, host_input, run_step, replica_step, captured, whole):
     else:
       steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
   return iterations, steps_run, loss
-
-
-def _decide_xla(plan, step_ops, whole):
-  """After the loop is built: a loop built for whole compilation whose step cannot compile is
-  built again (`xla.NotCompilable`); any other decides whether its step is auto-clustered."""
-  graph = _v1.get_default_graph()
-  if whole:
-    missing = xla.missing_kernels(graph, step_ops, plan.replicas)
-    if missing:  # built again without the whole loop, where `decide` names the ops
-      raise xla.NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False)
-  else:
-    plan.replicas.xla = xla.decide(plan.config, graph, step_ops, plan.replicas)
 
 
 _STEP_READS = frozenset(['ReadVariableOp', 'Identity'])  # resource and TF1 reference variables
