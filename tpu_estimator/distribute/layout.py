@@ -76,7 +76,8 @@ class OneDevice:
                 host_call_every_n=self.host_call_every_n, config=config)
 
   def host_input(self, input_fn, plan):
-    result = input_fn_lib.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params), plan.config)
+    result = input_fn_lib.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params),
+                                        plan.config)
     return host_input_lib.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
 
   def examples_per_step(self):
@@ -214,13 +215,14 @@ class Sharded(OneDevice):
       params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, pipeline_id, pipelines,
                                            input_context)
       results.append(input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
-                                          input_context=input_context))
+                                                input_context=input_context))
     if not plan.sharded:
       return host_input_lib.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
-    return host_input_lib.HostInput(results, plan.input_mode, replicas.local_replicas, self.batch_axis,
-                            rows=plan.input_batch, uneven=plan.mode != ModeKeys.TRAIN,
-                            device=_input_device(plan),
-                            group=plan.ipl[1] if plan.xla == xla_lib.LOOP else None)
+    return host_input_lib.HostInput(results, plan.input_mode, replicas.local_replicas,
+                                    self.batch_axis, rows=plan.input_batch,
+                                    uneven=plan.mode != ModeKeys.TRAIN,
+                                    device=_input_device(plan),
+                                    group=plan.ipl[1] if plan.xla == xla_lib.LOOP else None)
 
 
 def _input_device(plan):
