@@ -121,12 +121,13 @@ class Estimator:
       host_input = self._layout.host_input(input_fn, plan)
       yield graph, plan, global_step, host_input
 
-  def _session(self, replicas, scaffold, hooks, **kwargs):
+  def _session(self, replicas, scaffold, hooks, xla_step=False, **kwargs):
     """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
 
     Across workers it does not recover from a lost peer by re-creating the session (that
-    would wait for the dead worker for hours): the error ends the call."""
-    config = replicas.session_config(self._config.session_config)
+    would wait for the dead worker for hours): the error ends the call.  `xla_step`: the
+    session compiles the training step with XLA (`TrainStep.compiles_step`)."""
+    config = replicas.session_config(self._config.session_config, xla=xla_step)
     if replicas.kind == 'multi_worker':
       return _v1.train.SingularMonitoredSession(hooks=hooks, scaffold=scaffold,
                                                 master=replicas.master, config=config, **kwargs)
@@ -281,8 +282,10 @@ class Estimator:
   def _train_session(self, entry, hooks, checkpoint):
     replicas = entry.parts.plan.replicas
     if entry.reason is not None:
-      return self._session(replicas, entry.scaffold, hooks, checkpoint_dir=self._model_dir)
-    return self._kept_session(replicas, entry, hooks, checkpoint)
+      return self._session(replicas, entry.scaffold, hooks, entry.parts.built.compiles_step,
+                           checkpoint_dir=self._model_dir)
+    return self._kept_session(replicas, entry, hooks, checkpoint,
+                              entry.parts.built.compiles_step)
 
   def _train_hooks(self, plan, built, host_input, hooks, global_step, steps, max_steps,
                    listeners):
@@ -436,10 +439,11 @@ class Estimator:
 
     return pinning.with_latest_pinned(self._model_dir, checkpoint, explicit, what, restore)
 
-  def _kept_session(self, replicas, entry, hooks, snapshot):
+  def _kept_session(self, replicas, entry, hooks, snapshot, xla_step=False):
     """A MonitoredSession over `entry`'s session (created on its first call), `snapshot`
-    restored into it; closing it leaves that session open for the next call."""
-    config = replicas.session_config(self._config.session_config)
+    restored into it; closing it leaves that session open for the next call (`xla_step`: as
+    `_session`)."""
+    config = replicas.session_config(self._config.session_config, xla=xla_step)
     creator = entry.creator(snapshot, replicas.master, config)
     with quiet.internal_calls():
       return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)

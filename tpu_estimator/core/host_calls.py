@@ -1,15 +1,15 @@
 """Functions that run on the host over all shards: `eval_metrics` and `host_call`.
 
-Their tensors come from every replica; here they are concatenated along their first axis
-(the batch axis for batch-major tensors; any first axis is concatenated whole, as the original
-did) and passed to the user's function positionally (list/tuple) or
-by name (dict).  `host_call` summaries, TF1 (`tf.compat.v1.summary.*`, returned or collected)
-or TF2 (`tf.summary.*`), are written to the model_dir by a TF2 summary writer.
+Their tensors come from every replica, gathered on the host by distribute/gather.py
+(concatenated along their first axis, an evaluation's padding rows dropped), and are passed to
+the user's function positionally (list/tuple) or by name (dict) (`call_host_fn`).  `host_call`
+summaries, TF1 (`tf.compat.v1.summary.*`, returned or collected) or TF2 (`tf.summary.*`), are
+written to the model_dir by a TF2 summary writer (`SummaryWriter`, `host_call_op`,
+`HostCallHook`).
 """
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 
@@ -19,70 +19,6 @@ def call_host_fn(fn, tensors):
   if isinstance(tensors, dict):
     return fn(**tensors)
   return fn(*tensors)
-
-
-def check_batch_major(name, tensors):
-  for tensor in tf.nest.flatten(tensors):
-    tensor = tf.convert_to_tensor(tensor)
-    if tensor.shape.rank == 0:
-      raise errors.value_error(
-          'The tensors of `%s` are concatenated over shards along their first axis, so they '
-          'must have rank >= 1.' % name,
-          'Reshape scalars, e.g. tf.reshape(loss, [1]).', tensor=tensor)
-
-
-def checked_predictions(predictions, rows):
-  """`predictions` of one shard, checked to be batch-major: `rows` (the rows this shard was
-  fed) along the first axis of every tensor.  The host cuts each shard's predictions to its
-  rows and concatenates them, so a scalar or a `[-1]`-reshaped tensor would give wrong rows;
-  one device refuses both when it splits the batch into examples, and so does this."""
-  fix = ('Return predictions with the batch as first dimension, e.g. '
-         'tf.reshape(x, [tf.shape(x)[0], -1]) rather than tf.reshape(x, [-1]).')
-  named = predictions if isinstance(predictions, dict) else {None: predictions}
-  checks = []
-  for key, tensor in named.items():
-    what = 'predictions' if key is None else 'predictions[%r]' % (key,)
-    if tensor.shape.rank == 0:
-      raise errors.value_error(
-          'Batch length of predictions should be the same for every key: `%s` is a scalar, '
-          'but with use_tpu=True each shard\'s predictions are split into examples along the '
-          'first axis.' % what, fix, **{what: tensor})
-    if tensor.shape.rank is None:
-      continue
-    rows_known = tf.get_static_value(rows)
-    if rows_known is not None and tensor.shape[0] is not None and tensor.shape[0] != rows_known:
-      raise errors.value_error(
-          'Batch length of predictions should be the same for every key: `%s` has %d rows '
-          'but the shard was fed %d.' % (what, tensor.shape[0], rows_known), fix,
-          **{what: tensor})
-    checks.append(tf.debugging.Assert(
-        tf.equal(tf.cast(tf.shape(tensor)[0], tf.int64), tf.cast(rows, tf.int64)),
-        ['Batch length of predictions should be the same for every key: `%s` has' % what,
-         tf.shape(tensor)[0], 'rows but the shard was fed', rows, 'rows (with use_tpu=True '
-         'each shard\'s predictions are split into examples along the first axis). ' + fix],
-        summarize=3))
-  with tf.control_dependencies(checks):
-    return tf.nest.map_structure(tf.identity, predictions)
-
-
-def concat_replicas(per_replica):
-  """One nest from a list of per-replica nests, leaves concatenated along axis 0."""
-  if len(per_replica) == 1:
-    return per_replica[0]
-  flat = [tf.nest.flatten(p) for p in per_replica]
-  joined = [tf.concat(list(leaves), axis=0) for leaves in zip(*flat)]
-  return tf.nest.pack_sequence_as(per_replica[0], joined)
-
-
-def weighted_loss(losses, rows):
-  """(loss, total rows): the mean of per-replica losses weighted by their numbers of examples.
-
-  Equals the one-device loss of the whole batch when the loss is a per-example mean; a replica
-  that got no examples (end of an uneven final batch) counts for nothing."""
-  rows = [tf.cast(r, tf.float32) for r in rows]
-  total = tf.add_n(rows)
-  weighted = [tf.where(r > 0, tf.cast(l, tf.float32) * r, 0.0) for l, r in zip(losses, rows)]
-  return tf.math.divide_no_nan(tf.add_n(weighted), total), total
 
 
 class SummaryWriter:

@@ -4,8 +4,9 @@ Each builder is called inside a fresh `tf.Graph` and returns a `Built` of its mo
 `EvalStep`, `PredictStep`): the tensors to fetch,
 the hooks the graph needs and the scaffold.  On one device the graph is the original
 Estimator's (`model_fn` called once on the input batch).  Sharded, `model_fn` runs once per
-replica on its shard; losses are averaged, `eval_metrics`/`host_call`/predictions concatenated
-on the host (padding rows dropped), and training runs inside a device loop.
+replica on its shard, its outputs meet on the host as distribute/gather.py says (losses
+averaged, `eval_metrics`/`host_call`/predictions concatenated, padding rows dropped), and
+training runs inside a device loop.
 """
 import dataclasses
 
@@ -15,6 +16,7 @@ from tpu_estimator import _tf_internals
 from tpu_estimator.updates import accumulation
 from tpu_estimator.updates import cpu_updates
 from tpu_estimator.distribute import device_loop
+from tpu_estimator.distribute import gather
 from tpu_estimator import errors
 from tpu_estimator.hooks import run_control as hooks_lib
 from tpu_estimator.core import host_calls
@@ -42,12 +44,15 @@ class Built:
 class TrainStep(Built):
   """Training: fetch `loss` (and run `train_op`, None in a device loop, whose run does the
   update); `global_step` is read after the step (the loop) ran.  In a device loop,
-  `iterations` is the loop length fed per run and `steps_run` the steps it ran."""
+  `iterations` is the loop length fed per run and `steps_run` the steps it ran.
+  `compiles_step`: the session is to compile the step with XLA auto-clustering (the plan asked
+  for XLA and every op of the built step has a kernel: `xla.step_compiles`)."""
   loss: object
   train_op: object
   global_step: object
   iterations: object = None
   steps_run: object = None
+  compiles_step: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,30 +104,6 @@ def _loop_scaffold(captured):
 
 def _writer(plan):
   return host_calls.SummaryWriter(plan.model_dir)
-
-
-def _run_replicas(plan, fn, values):
-  """`fn(features, labels)` on every replica; row counts stay on the host."""
-  return plan.replicas.run(lambda f, l: fn(f, l), [(v[0], v[1]) for v in values])
-
-
-def _real_rows(outputs, rows):
-  """Each replica's outputs cut to its real rows (stand-in rows dropped)."""
-  return [tf.nest.map_structure(lambda t, r=r: t[:tf.cast(r, tf.int32)], out)
-          for out, r in zip(outputs, rows)]
-
-
-def _real_replicas(outputs, rows):
-  """Each replica's outputs whole, or nothing (0 along the first axis) from a replica that got
-  no rows and ran on a stand-in batch.  A replica gets either real rows only or none
-  (inputs.py), so for batch-major tensors this equals `_real_rows`; tensors whose first axis is
-  not the batch (BERT's masked-LM tensors, [batch * max_predictions_per_seq]) are kept whole,
-  as the original concatenated each `eval_metrics` tensor over shards along axis 0."""
-  def keep(tensor, real):
-    size = tf.shape(tensor, out_type=tf.int64)[0]
-    return tensor[:tf.cast(tf.where(real > 0, size, 0), tf.int32)]
-  return [tf.nest.map_structure(lambda t, r=r: keep(t, tf.cast(r, tf.int64)), out)
-          for out, r in zip(outputs, rows)]
 
 
 def _drop_loop_summaries():
@@ -196,16 +177,17 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
 
   def run_step(values):
     start = len(captured.get('step_ops', ()))
-    outs = _recording(captured, lambda: _run_replicas(plan, replica_step, values))
+    outs = _recording(captured,
+                      lambda: gather.per_replica(plan.replicas, replica_step, values))
     _global_step_reads_first(captured['step_ops'][start:], global_step)
-    loss = tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
+    loss = gather.mean_loss([o[0] for o in outs])
     host_call = captured['spec'].host_call
     if host_call is not None and whole:
       raise xla.NotCompilable('model_fn returns a host_call, which runs on the host every step')
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
       if plan.sharded:
-        host_calls.check_batch_major('host_call', outs[0][1])
-      tensors = host_calls.concat_replicas([o[1] for o in outs])
+        gather.check_batch_major('host_call', outs[0][1])
+      tensors = gather.concat_replicas([o[1] for o in outs])
       with tf.control_dependencies([loss]):
         # The step this update was computed at (what model_fn read as the global step).
         step = plan.replicas.primary(global_step).read_value() - 1
@@ -217,13 +199,12 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         loss = tf.identity(loss)
     return loss
 
-  whole = plan.compiled_loop and not host_input.ungrouped
-  if plan.compiled_loop and not whole:
-    xla.log_step_only(host_input.ungrouped)
+  whole = xla.whole_loop(plan.xla, host_input.ungrouped)
   iterations, steps_run, loss = _loop(plan, host_input, run_step, replica_step, captured,
                                       whole)
   _drop_loop_summaries()
-  _decide_xla(plan, captured['step_ops'], whole)
+  compiles_step = xla.step_compiles(plan.xla, whole, _v1.get_default_graph(),
+                                    captured['step_ops'], plan.replicas)
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
   spec_hooks = list(spec.training_hooks)
@@ -233,7 +214,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
   return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
                    loss=loss, train_op=None, global_step=step_after, iterations=iterations,
-                   steps_run=steps_run)
+                   steps_run=steps_run, compiles_step=compiles_step)
 
 
 def _loop(plan, host_input, run_step, replica_step, captured, whole):
@@ -257,18 +238,6 @@ def _loop(plan, host_input, run_step, replica_step, captured, whole):
     else:
       steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
   return iterations, steps_run, loss
-
-
-def _decide_xla(plan, step_ops, whole):
-  """After the loop is built: a loop built for whole compilation whose step cannot compile is
-  built again (`xla.NotCompilable`); any other decides whether its step is auto-clustered."""
-  graph = _v1.get_default_graph()
-  if whole:
-    missing = xla.missing_kernels(graph, step_ops, plan.replicas)
-    if missing:  # built again without the whole loop, where `decide` names the ops
-      raise xla.NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False)
-  else:
-    plan.replicas.xla = xla.decide(plan.config, graph, step_ops, plan.replicas)
 
 
 _STEP_READS = frozenset(['ReadVariableOp', 'Identity'])  # resource and TF1 reference variables
@@ -328,13 +297,14 @@ def _accumulating_step(plan, replica_step, host_input, micro_batches, captured):
 
   def micro_step():
     inputs = host_input.next_replica_inputs()
-    outs = _recording(captured, lambda: _run_replicas(plan, replica_step, inputs))
+    outs = _recording(captured,
+                      lambda: gather.per_replica(plan.replicas, replica_step, inputs))
     if captured['spec'].host_call is not None:
       raise errors.value_error(
           'host_call is not supported with TPUConfig.gradient_accumulation_steps > 1.',
           'Drop host_call or set gradient_accumulation_steps=1.',
           gradient_accumulation_steps=micro_batches)
-    return tf.add_n([tf.cast(o[0], tf.float32) for o in outs]) / float(len(outs))
+    return gather.mean_loss([o[0] for o in outs])
 
   def apply_step(fn):
     return plan.replicas.run(lambda _: fn(), [(tf.constant(i),) for i in range(replicas)])
@@ -391,12 +361,12 @@ def build_eval(plan, model_fn, host_input, num_steps):
 
   def step():
     has_value, inputs = host_input.next_replica_inputs_or_empty()
-    outs = _run_replicas(plan, replica_step, inputs)
-    loss, rows = host_calls.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
+    outs = gather.per_replica(plan.replicas, replica_step, inputs)
+    loss, rows = gather.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
-      host_calls.check_batch_major('eval_metrics', outs[0][1])
-    tensors = host_calls.concat_replicas(_real_replicas([o[1] for o in outs],
-                                                        [v[2] for v in inputs]))
+      gather.check_batch_major('eval_metrics', outs[0][1])
+    tensors = gather.concat_replicas(gather.real_replicas([o[1] for o in outs],
+                                                          [v[2] for v in inputs]))
     return has_value, (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
@@ -436,13 +406,13 @@ def build_predict(plan, model_fn, host_input):
 
   def replica_step(features, labels):
     spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.PREDICT, captured)
-    return host_calls.checked_predictions(spec.predictions, host_input.fed_rows(features))
+    return gather.checked_predictions(spec.predictions, host_input.fed_rows(features))
 
   def step():
     has_value, inputs = host_input.next_replica_inputs_or_empty()
-    outs = _run_replicas(plan, replica_step, inputs)
-    rows = tf.add_n([tf.cast(v[2], tf.int64) for v in inputs])
-    predictions = host_calls.concat_replicas(_real_rows(outs, [v[2] for v in inputs]))
+    outs = gather.per_replica(plan.replicas, replica_step, inputs)
+    rows = gather.total_rows([v[2] for v in inputs])
+    predictions = gather.concat_replicas(gather.real_rows(outs, [v[2] for v in inputs]))
     return has_value, (predictions, tf.reshape(rows, [1]))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')

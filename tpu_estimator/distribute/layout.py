@@ -14,7 +14,7 @@ from tpu_estimator import errors
 from tpu_estimator.core import input_fn as input_fn_lib
 from tpu_estimator.distribute import host_input as host_input_lib
 from tpu_estimator.distribute import replication
-from tpu_estimator.distribute import xla
+from tpu_estimator.distribute import xla as xla_lib
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.config import parse_iterations_per_loop
 from tpu_estimator.specs import ModeKeys
@@ -34,9 +34,10 @@ class Plan:
   of `ipl` (parsed iterations_per_loop).  `input_batch`/`model_batch`: `params['batch_size']` of
   `input_fn` and of `model_fn` (None when not set).  `input_mode`: how `input_fn` is called.
   `model_params`: the params `model_fn` gets (a private copy).  `config`: the estimator's
-  RunConfig (model_dir filled in), `model_dir` its model_dir.  `compiled_loop`: the training
-  loop is to be compiled as one XLA computation, input read a loop at a time
-  (`TPUConfig(xla=True)` on one replica; see xla.py)."""
+  RunConfig (model_dir filled in), `model_dir` its model_dir.  `xla`: what XLA is to compile
+  (`xla.intent`): 'loop', the training loop as one computation, its input read a loop at a time
+  (`TPUConfig(xla=True)` on one replica); 'step', the training step alone; 'off'.  Whether the
+  step compiles is known once it is built (`xla.step_compiles`)."""
   mode: str
   replicas: object
   sharded: bool
@@ -49,7 +50,7 @@ class Plan:
   allow_tpu_spec: bool
   host_call_every_n: int
   config: object
-  compiled_loop: bool = False
+  xla: str = xla_lib.OFF
 
   @property
   def model_dir(self):
@@ -75,7 +76,8 @@ class OneDevice:
                 host_call_every_n=self.host_call_every_n, config=config)
 
   def host_input(self, input_fn, plan):
-    result = input_fn_lib.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params), plan.config)
+    result = input_fn_lib.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params),
+                                        plan.config)
     return host_input_lib.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
 
   def examples_per_step(self):
@@ -138,8 +140,7 @@ class Sharded(OneDevice):
                 input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
                 model_params=params, allow_tpu_spec=self.allow_tpu_spec,
                 host_call_every_n=self.host_call_every_n, config=config,
-                compiled_loop=loop and compile_loop and xla.loop_compilable(config, replicas,
-                                                                            ipl))
+                xla=xla_lib.intent(config, replicas, ipl, loop, compile_loop))
 
   def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one
@@ -214,13 +215,14 @@ class Sharded(OneDevice):
       params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, pipeline_id, pipelines,
                                            input_context)
       results.append(input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
-                                          input_context=input_context))
+                                                input_context=input_context))
     if not plan.sharded:
       return host_input_lib.HostInput(results, InputPipelineConfig.PER_HOST_V1, 1)
-    return host_input_lib.HostInput(results, plan.input_mode, replicas.local_replicas, self.batch_axis,
-                            rows=plan.input_batch, uneven=plan.mode != ModeKeys.TRAIN,
-                            device=_input_device(plan),
-                            group=plan.ipl[1] if plan.compiled_loop else None)
+    return host_input_lib.HostInput(results, plan.input_mode, replicas.local_replicas,
+                                    self.batch_axis, rows=plan.input_batch,
+                                    uneven=plan.mode != ModeKeys.TRAIN,
+                                    device=_input_device(plan),
+                                    group=plan.ipl[1] if plan.xla == xla_lib.LOOP else None)
 
 
 def _input_device(plan):

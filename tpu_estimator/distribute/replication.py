@@ -34,7 +34,6 @@ class Replicas:
   num_workers = 1
   worker_index = 0
   master = ''
-  xla = False  # set by the training step builder when it compiles the step (xla.py)
   logical_gpus = None  # logical GPUs per card, when the cards are split (gpus.py)
 
   def __init__(self, devices, kind, logical_gpus=None):
@@ -68,8 +67,9 @@ class Replicas:
     """Variables created here (global step, model variables) are mirrored on every replica."""
     return self.strategy.scope() if self.strategy else contextlib.nullcontext()
 
-  def session_config(self, base=None):
-    """`base` (the user's ConfigProto) plus what these replicas need."""
+  def session_config(self, base=None, xla=False):
+    """`base` (the user's ConfigProto) plus what these replicas need; `xla`: with XLA
+    auto-clustering, for a training step that compiles (`xla.step_compiles`)."""
     config = _v1.ConfigProto()
     if base is not None:
       config.CopyFrom(base)
@@ -79,7 +79,7 @@ class Replicas:
       config.device_count['CPU'] = max(config.device_count.get('CPU', 1), self.num_replicas)
     if self.logical_gpus:
       gpus_lib.add_logical_gpus(config, self.logical_gpus)
-    if self.xla:
+    if xla:
       xla_lib.session_config(config)
     return config
 
@@ -174,8 +174,8 @@ class MultiWorkerReplicas(Replicas):
   def num_replicas(self):
     return self.strategy.num_replicas_in_sync
 
-  def session_config(self, base=None):
-    config = super().session_config(base)
+  def session_config(self, base=None, xla=False):
+    config = super().session_config(base, xla)
     config = self.strategy.update_config_proto(config)
     if not config.operation_timeout_in_ms:
       config.operation_timeout_in_ms = DEFAULT_OPERATION_TIMEOUT_MS

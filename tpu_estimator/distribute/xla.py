@@ -1,9 +1,19 @@
 """XLA-compiled training: `TPUConfig(xla=None | True | False)`.
 
+The decision is made in two steps and travels only in frozen values:
+
+* **With the plan** (`intent`, kept as `Plan.xla`): `LOOP`, `STEP` or `OFF`, from the config,
+  the replicas and iterations_per_loop, before `model_fn` and the input are seen.
+* **Once the training step is built** (`whole_loop`, `step_compiles`; the answer is
+  `TrainStep.compiles_step`, passed on as `Replicas.session_config(base, xla=...)`): a `LOOP`
+  whose input cannot be grouped compiles its step alone; one whose step cannot be compiled
+  whole (a host_call, an op without an XLA kernel) raises `NotCompilable` and is built again
+  as `STEP`; a `STEP` whose step has an op without an XLA kernel runs without XLA.
+
 With XLA on, `use_tpu=True` training is compiled in one of two ways:
 
-* **The whole loop** (`loop_compilable`, then `HostInput` grouping the input): one replica,
-  input of static shapes, no host_call.  The loop's input is read before it and the loop with
+* **The whole loop** (`LOOP`, then `HostInput` grouping the input): one replica, input of
+  static shapes, no host_call.  The loop's input is read before it and the loop with
   every step in it is one XLA computation (`compile_computation`, built by
   `device_loop.compiled_train_loop`): no TensorFlow op runs per step.
 * **The step alone** otherwise: the training session runs with TensorFlow's XLA
@@ -74,14 +84,35 @@ def wanted(config):
   return DEFAULT if value is None else value
 
 
-def loop_compilable(config, replicas, ipl):
-  """Whether a training loop with these settings is compiled as a whole (before model_fn and
-  the input are seen; `steps` may still fall back, see `NotCompilable`): XLA wanted, one
-  replica on this machine (a computation runs on one device), a loop of a fixed number of
-  steps, and no gradient accumulation."""
-  return bool(wanted(config) and replicas.num_replicas == 1 and
-              replicas.kind != 'multi_worker' and ipl is not None and ipl[0] == 'count' and
-              accumulation.steps_of(config) == 1)
+OFF, STEP, LOOP = 'off', 'step', 'loop'
+
+
+def intent(config, replicas, ipl, loop, compile_loop=True):
+  """What XLA is to compile of one call (`Plan.xla`), decided with its plan, before model_fn
+  and the input are seen (the built step may still fall back, see `whole_loop` and
+  `step_compiles`).  `LOOP`: the training loop as a whole: XLA wanted, one replica on this
+  machine (a computation runs on one device), a loop (`loop`) of a fixed number of steps
+  (`ipl`), no gradient accumulation, and not refused (`compile_loop=False`, after
+  `NotCompilable`).  `STEP`: the step alone, in any other training device loop that wants XLA,
+  except across workers.  `OFF` otherwise (evaluation, prediction, use_tpu=False)."""
+  if not loop or not wanted(config):
+    return OFF
+  if replicas.kind == 'multi_worker':
+    _log.warning('TPUConfig(xla=True): training across workers runs without XLA (its '
+                 'collective all-reduce is not compiled by this build).')
+    return OFF
+  if (compile_loop and replicas.num_replicas == 1 and ipl is not None and ipl[0] == 'count'
+      and accumulation.steps_of(config) == 1):
+    return LOOP
+  return STEP
+
+
+def whole_loop(plan_xla, ungrouped):
+  """Whether a training loop planned with `plan_xla` is built as one computation: `LOOP`,
+  unless its input could not be grouped (`ungrouped`: why, logged)."""
+  if plan_xla == LOOP and ungrouped:
+    log_step_only(ungrouped)
+  return plan_xla == LOOP and not ungrouped
 
 
 def missing_kernels(graph, operations, replicas):
@@ -99,7 +130,7 @@ def log_step_only(reason):
 
 class NotCompilable(Exception):
   """A training loop built for whole compilation cannot be compiled: build it again without.
-  `log`: the reason is to be logged (not where `decide` names the ops again)."""
+  `log`: the reason is to be logged (not where `step_compiles` names the ops again)."""
 
   def __init__(self, reason, log=True):
     super().__init__(reason)
@@ -151,17 +182,20 @@ def uncompilable(types, device_kind):
   return sorted(t for t in types if t not in _IGNORED and not _has_kernel(t, jit_device))
 
 
-def decide(config, graph, operations, replicas):
-  """Whether this training call compiles its step: wanted, and every op of the step (the
-  `operations` model_fn built in `graph`'s loop) has an XLA kernel for the replicas' device.
-  Logs why not otherwise."""
-  if not wanted(config):
-    return False
-  if replicas.kind == 'multi_worker':
-    _log.warning('TPUConfig(xla=True): training across workers runs without XLA (its '
-                 'collective all-reduce is not compiled by this build).')
+def step_compiles(plan_xla, whole, graph, operations, replicas):
+  """After a training loop planned with `plan_xla` is built (`whole`: as one computation):
+  whether its session compiles the step by auto-clustering (`session_config`).  Only `STEP`
+  (or `LOOP` fallen back) with every op of the step (the `operations` model_fn built in
+  `graph`'s loop) having an XLA kernel for the replicas' device; the warning names the ops
+  otherwise.  A whole loop with such an op raises `NotCompilable`: it is built again without
+  (as `STEP`, where this names the ops)."""
+  if plan_xla == OFF:
     return False
   missing = missing_kernels(graph, operations, replicas)
+  if whole:
+    if missing:
+      raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False)
+    return False  # the loop is one computation already: nothing left to cluster
   if missing:
     _log.warning('TPUConfig(xla=True): the training step runs without XLA: these ops in '
                  'model_fn have no XLA kernel: %s.  Remove them from model_fn (or move them '
