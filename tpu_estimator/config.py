@@ -10,7 +10,6 @@ import re
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator.distribute import xla as xla_lib
 
 _v1 = tf.compat.v1
 
@@ -306,6 +305,18 @@ def parse_iterations_per_loop(value):
                            'E.g. iterations_per_loop=100 or "30s".', iterations_per_loop=value)
 
 
+# What `TPUConfig(xla=None)` means, chosen by measurement (docs/design-decisions.md,
+# "XLA-compiled training steps"); distribute/xla.py decides what is compiled.
+XLA_DEFAULT = False
+
+
+def _check_xla(value):
+  if not isinstance(value, (bool, type(None))):
+    raise errors.type_error('`xla` must be None, True or False.',
+                            'Pass True to compile the training step with XLA, False not to, '
+                            'None for the default (%s).' % XLA_DEFAULT, xla=value)
+
+
 def _check_update_settings(gradient_accumulation_steps, precision):
   errors.check_positive_int('gradient_accumulation_steps', gradient_accumulation_steps)
   if precision not in (None, 'mixed_bfloat16', 'mixed_float16'):
@@ -354,7 +365,7 @@ class TPUConfig(
   `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
   (precision.py).  `xla=True` compiles use_tpu=True training with XLA (the whole device
   loop on one replica with static input shapes, else the step), `False` does not, `None`
-  (default) is the measured default, `xla.DEFAULT` (xla.py).
+  (default) is the measured default, `XLA_DEFAULT` (see distribute/xla.py).
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,
@@ -366,7 +377,7 @@ class TPUConfig(
               experimental_feed_hook=None, gradient_accumulation_steps=1, precision=None,
               xla=None):
     parse_iterations_per_loop(iterations_per_loop)
-    xla_lib.check_setting(xla)
+    _check_xla(xla)
     _check_update_settings(gradient_accumulation_steps, precision)
     errors.check_positive_int('num_shards', num_shards, allow_none=True)
     _check_model_parallelism(num_cores_per_replica, input_partition_dims)

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tpu_estimator import errors
 from tpu_estimator import export as export_lib
-from tpu_estimator.core import input_fn as input_fn_lib
+from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.canned import keys
 from tpu_estimator.canned import optimizers
 from tpu_estimator.specs import EstimatorSpec

@@ -8,8 +8,8 @@ data set."""
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator.core.input_fn import check_result
-from tpu_estimator.core.input_fn import split_features_labels
+from tpu_estimator.distribute.input_fn import check_result
+from tpu_estimator.distribute.input_fn import split_features_labels
 from tpu_estimator.config import InputPipelineConfig
 
 _v1 = tf.compat.v1

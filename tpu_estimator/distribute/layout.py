@@ -11,7 +11,7 @@ import dataclasses
 import tensorflow as tf
 
 from tpu_estimator import errors
-from tpu_estimator.core import input_fn as input_fn_lib
+from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.distribute import host_input as host_input_lib
 from tpu_estimator.distribute import replication
 from tpu_estimator.distribute import xla as xla_lib

@@ -40,14 +40,14 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.updates import accumulation
-from tpu_estimator import errors
+from tpu_estimator import config as config_lib
 from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')
 
 # What `xla=None` means: see the module docstring.
-DEFAULT = False
+DEFAULT = config_lib.XLA_DEFAULT
 
 # Ops left out of the check: they are never part of a compiled cluster and do not need to be
 # (input reads, summaries that the device loop drops, control-flow and call wrappers whose
@@ -68,14 +68,6 @@ _JIT_DEVICE = {'gpu': 'XLA_GPU_JIT'}
 _tf_internals.enable_xla_cpu_auto_clustering()
 _registered = threading.Lock()
 _state = {'kernels': False}
-
-
-def check_setting(value):
-  """Validates `TPUConfig(xla=...)`."""
-  if not isinstance(value, (bool, type(None))):
-    raise errors.type_error('`xla` must be None, True or False.',
-                            'Pass True to compile the training step with XLA, False not to, '
-                            'None for the default (%s).' % DEFAULT, xla=value)
 
 
 def wanted(config):
