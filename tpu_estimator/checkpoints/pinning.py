@@ -1,10 +1,10 @@
 """Pinning a checkpoint while it is restored: a private hard-linked snapshot that a trainer
-rotating checkpoints cannot pull away, removed when done, at exit and on SIGTERM."""
+rotating checkpoints cannot pull away, removed when done, at exit and on SIGTERM (through
+`sigterm`, the process's one SIGTERM handler)."""
 import atexit
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import tempfile
 import threading
@@ -12,6 +12,7 @@ import threading
 import tensorflow as tf
 
 from tpu_estimator.checkpoints import restoring
+from tpu_estimator.checkpoints import sigterm
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -21,8 +22,7 @@ RETRIES = 10  # pins of the latest checkpoint, when a trainer deleted it first e
 
 _PIN_PREFIX = '.pinned-'
 _live_pins = set()
-_pins_lock = threading.Lock()
-_sigterm_previous = []
+_pins_lock = threading.RLock()  # re-entrant: SIGTERM's cleanup runs in the main thread
 
 
 def _pin_owner(name):
@@ -67,33 +67,9 @@ def _remove_live_pins():
 atexit.register(_remove_live_pins)
 
 
-def _on_sigterm(signum, frame):
-  """Removes this process's snapshots, then delivers SIGTERM to the handler it replaced."""
-  del frame
-  _remove_live_pins()
-  previous = _sigterm_previous.pop() if _sigterm_previous else signal.SIG_DFL
-  signal.signal(signal.SIGTERM, previous)
-  os.kill(os.getpid(), signum)
-
-
-def _register_pin(temp):
-  with _pins_lock:
-    _live_pins.add(temp)
-    if threading.current_thread() is threading.main_thread() and not _sigterm_previous:
-      current = signal.getsignal(signal.SIGTERM)
-      if current is not _on_sigterm:
-        _sigterm_previous.append(current if current is not None else signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-def _unregister_pin(temp):
+def _remove_pin(temp):
   with _pins_lock:
     _live_pins.discard(temp)
-    restore = not _live_pins and _sigterm_previous and \
-        threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGTERM) is _on_sigterm
-    if restore:
-      signal.signal(signal.SIGTERM, _sigterm_previous.pop())
   shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -131,25 +107,27 @@ def pinned(checkpoint_path):
   except OSError:
     yield checkpoint_path  # a directory we cannot write: nothing of ours can rotate it
     return
-  _register_pin(temp)
+  with _pins_lock:
+    _live_pins.add(temp)
   try:
-    for f in files:
-      source, target = os.path.join(directory, f), os.path.join(temp, f)
-      try:
-        os.link(source, target)
-      except FileNotFoundError:
-        raise CheckpointGone(checkpoint_path)  # pylint: disable=raise-missing-from
-      except OSError:
-        shutil.copyfile(source, target)
-    yield os.path.join(temp, name)
+    with sigterm.cleanup_on_sigterm(_remove_live_pins):
+      for f in files:
+        source, target = os.path.join(directory, f), os.path.join(temp, f)
+        try:
+          os.link(source, target)
+        except FileNotFoundError:
+          raise CheckpointGone(checkpoint_path)  # pylint: disable=raise-missing-from
+        except OSError:
+          shutil.copyfile(source, target)
+      yield os.path.join(temp, name)
   finally:
-    _unregister_pin(temp)
+    _remove_pin(temp)
 
 
 def with_latest_pinned(model_dir, checkpoint, explicit, what, use):
-  """`use(snapshot)` with `checkpoint` pinned, and its result.  When `checkpoint` is the latest
+  """`use(checkpoint, snapshot)` with `checkpoint` pinned, and its result.  When `checkpoint` is the latest
   (not an `explicit` one) and a trainer deletes it before it could be pinned, the new latest is
-  used instead (`RETRIES` times at most); `use` then gets that one's snapshot.  `what` is the
+  used instead (`RETRIES` times at most), and `use` gets that one.  `what` is the
   call ('evaluate', 'export', ...) that errors and the warning name."""
   for attempt in range(RETRIES):
     try:

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import state as checkpoint_state
+from tpu_estimator.hooks import periodic
 from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
@@ -72,15 +73,10 @@ def _graph_writer():
     return _writer_pool[0]
 
 
-# The step `after_run` asks the timer about before reading the exact step: the fetched one was
-# read before the run, which may have run many steps (a device loop).
-_FAR_AHEAD = 1000000
-
-
 class _CheckpointSaverHook(_v1.train.SessionRunHook):
-  """Saves checkpoints every N steps or seconds (a `Saver` and a `SecondOrStepTimer`, the public
-  pieces of `tf.compat.v1.train.CheckpointSaverHook`): the same files, events, listener calls
-  and log lines as TensorFlow's hook, with three differences.
+  """Saves checkpoints every N steps or seconds (a `Saver` and a `periodic.StepTrigger`, the
+  public pieces of `tf.compat.v1.train.CheckpointSaverHook`): the same files, events, listener
+  calls and log lines as TensorFlow's hook, with three differences.
 
   It never rewrites an existing checkpoint in place.  At session start the hook saves the
   state at the current step; when training resumes, that checkpoint already exists, and
@@ -104,7 +100,8 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     self._save_path = os.path.join(checkpoint_dir, 'model.ckpt')
     self._scaffold = scaffold
     self._saver = None
-    self._timer = _v1.train.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+    self._trigger = periodic.StepTrigger(every_steps=save_steps, every_secs=save_secs)
+    self._step = periodic.StepAfterRun('CheckpointSaverHook', guess_single_steps=False)
     self._listeners = listeners or []
     self._save_graph_def = save_graph_def
     self._graph_written = None
@@ -116,6 +113,7 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     self._global_step = _tf_internals.global_step_read()
     if self._global_step is None:
       raise RuntimeError('Global step should be created to use CheckpointSaverHook.')
+    self._step.begin()
     for listener in self._listeners:
       listener.begin()
 
@@ -128,27 +126,23 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
       self._save(session, global_step)  # the state at `global_step`, before any step
     finally:
       self._at_start = False
-    self._timer.update_last_triggered_step(global_step)
+    self._trigger.fire(global_step)
 
   def before_run(self, run_context):
     del run_context
-    return _v1.train.SessionRunArgs(self._global_step)
+    return self._step.args()
 
   def after_run(self, run_context, run_values):
-    if not self._timer.should_trigger_for_step(run_values.results + _FAR_AHEAD):
-      return
-    global_step = run_context.session.run(self._global_step)
-    if self._timer.should_trigger_for_step(global_step):
-      self._timer.update_last_triggered_step(global_step)
-      if self._save(run_context.session, global_step):
-        run_context.request_stop()
+    global_step = self._trigger.due_step(self._step, run_context, run_values)
+    if global_step is not None and self._save(run_context.session, global_step):
+      run_context.request_stop()
 
   def end(self, session):
     if self._graph_written is not None:
       self._graph_written.result()  # raises what the writer raised
       self._graph_written = None
     last_step = session.run(self._global_step)
-    if last_step != self._timer.last_triggered_step():
+    if last_step != self._trigger.last_step():
       self._save(session, last_step)
     for listener in self._listeners:
       listener.end(session, last_step)

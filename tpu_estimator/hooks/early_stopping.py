@@ -25,9 +25,9 @@ import uuid
 
 import tensorflow as tf
 
-from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 from tpu_estimator.distribute import replication
+from tpu_estimator.hooks import periodic
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -231,51 +231,18 @@ def _clear_marker(model_dir):
 # ---------------------------------------------------------------------------------------------
 # The hooks' implementations
 
-class _StepAfterRun:
-  """The global step after each `session.run`, for hooks that act on it.
-
-  TensorFlow's cached read of the global step runs before the step, so `read + 1` is the step
-  after a run of one step: exact, and free (hooks already fetch that read).  A device loop
-  (`iterations_per_loop`) advances more than one step per run; once a run shows that, the step
-  is read from the session after each run (one small read per loop).  `value(..., needed)`
-  reads it too when `needed(read + 1)` says the caller would act, so what it acts on is exact.
-  """
-
-  def begin(self):
-    self._read = _tf_internals.global_step_read()
-    if self._read is None:
-      raise RuntimeError('Early stopping needs a global step in the training graph.')
-    self._variable = _v1.train.get_global_step()
-    self._previous = None
-    self._loops = False
-
-  def args(self):
-    return _v1.train.SessionRunArgs(self._read)
-
-  def value(self, run_context, run_values, needed=None):
-    before = int(run_values.results)
-    if self._previous is not None and before - self._previous > 1:
-      self._loops = True
-    self._previous = before
-    if self._loops or (needed is not None and needed(before + 1)):
-      step = int(run_context.session.run(self._variable))
-      if step > before + 1:
-        self._loops = True
-      return step
-    return before + 1
-
-
 class _StepHook(_v1.train.SessionRunHook):
-  """Base of the hooks below: they act on the global step after each run (`_StepAfterRun`);
-  those with a timer (`_timer`, a SecondOrStepTimer) act when `_due_step` returns a step."""
-  _timer = None
+  """Base of the hooks below: they act on the global step after each run
+  (`periodic.StepAfterRun`); those with a trigger (`_trigger`, a `periodic.StepTrigger`) act
+  when it is due."""
+  _trigger = None
 
   def __init__(self):
-    self._step = _StepAfterRun()
+    self._step = periodic.StepAfterRun('Early stopping')
 
   def begin(self):
-    if self._timer is not None:
-      self._timer.reset()
+    if self._trigger is not None:
+      self._trigger.reset()
     self._step.begin()
 
   def before_run(self, run_context):
@@ -283,13 +250,8 @@ class _StepHook(_v1.train.SessionRunHook):
     return self._step.args()
 
   def _due_step(self, run_context, run_values):
-    """The step after this run when the timer says to act on it (marked as acted on), else
-    None."""
-    step = self._step.value(run_context, run_values, self._timer.should_trigger_for_step)
-    if not self._timer.should_trigger_for_step(step):
-      return None
-    self._timer.update_last_triggered_step(step)
-    return step
+    """The step after this run when the trigger is due at it (marked fired), else None."""
+    return self._trigger.due_step(self._step, run_context, run_values)
 
 
 class _StopOnPredicateHook(_StepHook):
@@ -299,8 +261,8 @@ class _StopOnPredicateHook(_StepHook):
   def __init__(self, should_stop_fn, run_every_secs, run_every_steps, model_dir):
     super().__init__()
     self._should_stop_fn = should_stop_fn
-    self._timer = _v1.train.SecondOrStepTimer(every_secs=run_every_secs,
-                                              every_steps=run_every_steps)
+    self._trigger = periodic.StepTrigger(every_steps=run_every_steps,
+                                         every_secs=run_every_secs)
     self._model_dir = model_dir
 
   def after_create_session(self, session, coord):
@@ -359,7 +321,7 @@ class _SyncedStopHook(_StepHook):
   def __init__(self, should_stop_fn, run_every_steps, model_dir, config):
     super().__init__()
     self._should_stop_fn = should_stop_fn
-    self._timer = _v1.train.SecondOrStepTimer(every_steps=run_every_steps)
+    self._trigger = periodic.StepTrigger(every_steps=run_every_steps)
     self._model_dir = model_dir
     self._is_chief = config.is_chief
     self._num_workers = config.num_worker_replicas
@@ -404,7 +366,7 @@ class _StopAtCheckpointStepHook(_v1.train.SessionRunHook):
     self._model_dir = model_dir
     self._last_step = last_step
     self._wait = wait_after_file_check_secs
-    self._step = _StepAfterRun()
+    self._step = periodic.StepAfterRun('Early stopping')
 
   def begin(self):
     self._step.begin()

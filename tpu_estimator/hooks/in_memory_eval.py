@@ -14,6 +14,7 @@ import tempfile
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.hooks import periodic
 
 _v1 = tf.compat.v1
 
@@ -45,15 +46,14 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
     self._steps = steps
     self._hooks = list(errors.check_hooks('hooks', hooks))
     self._name = name
-    self._every = every_n_iter
+    self._trigger = periodic.StepTrigger(every_steps=every_n_iter)  # counting runs
     self._saver = None
     self._runs = 0
-    self._last_eval_run = None
     self.last_result = None  # the latest evaluation's metrics
 
   def begin(self):
     self._runs = 0
-    self._last_eval_run = None
+    self._trigger.reset()
     # The model's Saver ops (the variables checkpoints hold), but a Saver object of its own:
     # the model's one keeps the list of checkpoints to delete beyond keep_checkpoint_max.
     savers = _v1.get_collection(_v1.GraphKeys.SAVERS)
@@ -69,15 +69,15 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     del run_values
     self._runs += 1
-    if self._runs - self._last_eval_run >= self._every:
+    if self._trigger.due(self._runs):
       self._evaluate(run_context.session)
 
   def end(self, session):
-    if self._last_eval_run != self._runs:
+    if self._trigger.last_step() != self._runs:
       self._evaluate(session)
 
   def _evaluate(self, session):
-    self._last_eval_run = self._runs
+    self._trigger.fire(self._runs)
     directory = tempfile.mkdtemp(prefix='tpu_estimator_in_memory_eval_')
     try:
       step = int(session.run(_v1.train.get_global_step()))

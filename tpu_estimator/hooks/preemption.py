@@ -1,47 +1,26 @@
 """SIGTERM during `train`: finish the current `session.run` (device loop), save a checkpoint at
 the current step, then deliver the signal as if it had just arrived.
 
-While `train` runs in the main thread, SIGTERM only sets a flag; `PreemptionHook` asks the
-session to stop at the next loop boundary, and `MonitoredSession`'s shutdown saves the final
-checkpoint.  Afterwards the previous handler is restored and the signal re-raised, so a process
-with the default handler exits with status 143 (128 + SIGTERM) after its checkpoint, and a
-program with its own handler gets it called.  A later `train` resumes from that exact step.
+While `train` runs in the main thread, SIGTERM only sets a flag (`checkpoints.sigterm`, the
+process's one SIGTERM handler, defers it); `PreemptionHook` asks the session to stop at the next
+loop boundary, and `MonitoredSession`'s shutdown saves the final checkpoint.  Afterwards the
+signal goes on to the previous handler, so a process with the default handler exits with status
+143 (128 + SIGTERM) after its checkpoint, and a program with its own handler gets it called.  A
+later `train` resumes from that exact step.
 """
-import contextlib
-import os
-import signal
-import threading
-
 import tensorflow as tf
 
+from tpu_estimator.checkpoints import sigterm
+
 _v1 = tf.compat.v1
-_log = tf.get_logger()
+
+_RECEIVED = 'SIGTERM received: stopping after the current loop and saving a checkpoint.'
 
 
-class _Flag:
-  received = False
-
-
-@contextlib.contextmanager
 def deferred_sigterm():
-  """Defers SIGTERM for the duration of the block (main thread only); yields the flag."""
-  flag = _Flag()
-  if threading.current_thread() is not threading.main_thread():
-    yield flag
-    return
-
-  def handler(signum, frame):
-    del signum, frame
-    flag.received = True
-    _log.warning('SIGTERM received: stopping after the current loop and saving a checkpoint.')
-
-  previous = signal.signal(signal.SIGTERM, handler)
-  try:
-    yield flag
-  finally:
-    signal.signal(signal.SIGTERM, previous)
-  if flag.received:
-    os.kill(os.getpid(), signal.SIGTERM)
+  """Defers SIGTERM for the duration of the block (main thread only); yields the flag
+  `PreemptionHook` watches."""
+  return sigterm.deferred(_RECEIVED)
 
 
 class PreemptionHook(_v1.train.SessionRunHook):

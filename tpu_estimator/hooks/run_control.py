@@ -1,5 +1,5 @@
-"""Built-in hooks.  Hooks trigger on "steps since last >= N", since with device loops the global
-step jumps by the loop size between `session.run` calls."""
+"""Built-in hooks.  Hooks trigger on "steps since last >= N" (`periodic.StepTrigger`), since with
+device loops the global step jumps by the loop size between `session.run` calls."""
 import time
 
 import numpy as np
@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import errors
+from tpu_estimator.hooks import periodic
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -86,11 +87,10 @@ class StepLoggingHook(_v1.train.SessionRunHook):
   """Logs `loss = ..., step = ... (x sec)` whenever `every_n_steps` steps have passed."""
 
   def __init__(self, tensors, global_step, every_n_steps):
+    """`global_step`: the global step read after the run (or device loop)."""
     self._tensors = dict(tensors)
     self._global_step = global_step
-    self._every = every_n_steps
-    self._last_step = None
-    self._last_time = None
+    self._trigger = periodic.StepTrigger(every_steps=every_n_steps)
 
   def before_run(self, run_context):
     del run_context
@@ -99,15 +99,14 @@ class StepLoggingHook(_v1.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     del run_context
     values, step = run_values.results
-    if self._last_step is not None and step - self._last_step < self._every:
+    if not self._trigger.due(step):
       return
-    now = time.time()
+    seconds, _ = self._trigger.fire(step)
     text = ', '.join('%s = %s' % (k, values[k]) for k in self._tensors)
-    if self._last_time is not None:
-      _log.info('%s (%.3f sec)', text, now - self._last_time)
+    if seconds is not None:
+      _log.info('%s (%.3f sec)', text, seconds)
     else:
       _log.info('%s', text)
-    self._last_step, self._last_time = step, now
 
 
 class StopAfterNEvalsHook(_v1.train.SessionRunHook):
