@@ -14,9 +14,9 @@ import tensorflow as tf
 
 import helpers as h
 import tpu_estimator as te
-from tpu_estimator.checkpoints import state as checkpoint_state
-from tpu_estimator.checkpoints import pinning
 from tpu_estimator.checkpoints import lock as model_dir_lock
+from tpu_estimator.checkpoints import pinning
+from tpu_estimator.checkpoints import state as checkpoint_state
 
 v1 = tf.compat.v1
 X, Y = h.make_data(96)

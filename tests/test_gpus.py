@@ -8,10 +8,10 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from tpu_estimator.tools import demo
 from tpu_estimator.distribute import gpus
 from tpu_estimator.distribute import host_input
 from tpu_estimator.distribute import replication
+from tpu_estimator.tools import demo
 
 _v1 = tf.compat.v1
 

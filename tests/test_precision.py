@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import tpu_estimator as te
 from helpers import NUM_CLASSES, NUM_FEATURES, dataset_input_fn, make_data
+from tpu_estimator.updates import precision
 
 v1 = tf.compat.v1
 
@@ -111,3 +112,32 @@ def test_bfloat16_with_accumulation_matches_the_larger_batch(tmp_path):
     weights.append(est.get_variable_value('dense/kernel'))
   assert np.any(weights[0] != 0)
   np.testing.assert_allclose(weights[1], weights[0], atol=2e-2)
+
+
+
+def _float16_update(config, gradient):
+  """The variable after one `apply_gradients` of `gradient` built under float16's scope."""
+  with tf.Graph().as_default():
+    with precision.scope(config):
+      variable = v1.get_variable('v', [], initializer=tf.zeros_initializer(), trainable=False)
+      update = v1.train.GradientDescentOptimizer(1.0).apply_gradients(
+          [(tf.constant(gradient), variable)])
+    with v1.Session() as session:
+      session.run(v1.global_variables_initializer())
+      session.run(update)
+      return session.run(variable)
+
+
+def test_float16_loss_scaling_still_applies_after_accumulation_ran_in_the_process(tmp_path):
+  """Accumulation and loss scaling both stand between optimizers and their updates: a
+  float16 update built after an accumulating call ran (two estimators in one program) still
+  goes through the loss-scale optimizer, which skips a non-finite gradient."""
+  config = te.RunConfig(tpu_config=te.TPUConfig(precision='mixed_float16'))
+  assert _float16_update(config, float('inf')) == 0.0
+  x, y = make_data(32)
+  accumulating = te.RunConfig(model_dir=str(tmp_path), tpu_config=te.TPUConfig(
+      iterations_per_loop=1, gradient_accumulation_steps=2))
+  te.TPUEstimator(_model_fn({}), config=accumulating, use_tpu=True,
+                  train_batch_size=8).train(dataset_input_fn(x, y), max_steps=1)
+  assert _float16_update(config, float('inf')) == 0.0
+  assert _float16_update(config, 2.0) == -2.0  # a finite gradient is applied, unscaled

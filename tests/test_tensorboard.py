@@ -18,8 +18,8 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 import tpu_estimator as te
-from tpu_estimator.tools import demo
 from tpu_estimator.hooks import progress
+from tpu_estimator.tools import demo
 
 STEPS = 20
 EVERY = 5

@@ -127,6 +127,20 @@ def test_graph_state_is_per_graph_and_dies_with_the_graph():
   assert ref() is None
 
 
+def test_root_graph_of_a_loop_body_is_the_graph_that_builds_the_loop(graph):
+  bodies = []
+
+  def body(i):
+    bodies.append(v1.get_default_graph())
+    assert internals.root_graph() is graph
+    return i + 1
+
+  tf.while_loop(lambda i: i < 2, body, [tf.constant(0)])
+  assert bodies and bodies[0] is not graph  # a loop body is a graph of its own (FuncGraph)
+  assert internals.root_graph(bodies[0]) is graph
+  assert internals.root_graph() is graph and internals.root_graph(graph) is graph
+
+
 def test_summary_writer_initializers_include_every_writer(graph, tmp_path):
   first = tf.summary.create_file_writer(str(tmp_path / 'a'))
   second = tf.summary.create_file_writer(str(tmp_path / 'b'))

@@ -135,6 +135,16 @@ def set_graph_state(graph, name, value):
   setattr(graph, _OWN_PREFIX + name, value)
 
 
+def root_graph(graph=None):
+  """The outermost graph of `graph` (default: the current one): itself, unless it is the body
+  of a loop or function (a `FuncGraph`), whose ops belong to the call its `outer_graph` builds.
+  Our per-graph state is kept there."""
+  graph = graph if graph is not None else _v1.get_default_graph()
+  while getattr(graph, 'outer_graph', None) is not None:
+    graph = graph.outer_graph
+  return graph
+
+
 # --- Summaries --------------------------------------------------------------------------
 
 

@@ -10,27 +10,27 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from tpu_estimator.checkpoints import lock as model_dir_lock
 from tpu_estimator.checkpoints import pinning
 from tpu_estimator.checkpoints import restoring
 from tpu_estimator.checkpoints import saving
-from tpu_estimator import errors
-from tpu_estimator.core import savedmodel
-from tpu_estimator.core import graph_cache
-from tpu_estimator.distribute import gpus
-from tpu_estimator.hooks import run_control as hooks_lib
-from tpu_estimator.checkpoints import lock as model_dir_lock
-from tpu_estimator.core import model_fn as model_fn_lib
-from tpu_estimator.hooks import preemption
-from tpu_estimator.hooks import progress
-from tpu_estimator import quiet
-from tpu_estimator.distribute import replication
-from tpu_estimator.distribute import layout as layout_lib
-from tpu_estimator.core import steps as steps_lib
-from tpu_estimator import warm_starting
-from tpu_estimator.distribute import xla
 from tpu_estimator.config import RunConfig
 from tpu_estimator.config import TPURunConfig
+from tpu_estimator.core import graph_cache
+from tpu_estimator.core import model_fn as model_fn_lib
+from tpu_estimator.core import savedmodel
+from tpu_estimator.core import steps as steps_lib
+from tpu_estimator.distribute import gpus
+from tpu_estimator.distribute import layout as layout_lib
+from tpu_estimator.distribute import replication
+from tpu_estimator.distribute import xla
+from tpu_estimator import errors
+from tpu_estimator.hooks import preemption
+from tpu_estimator.hooks import progress
+from tpu_estimator.hooks import run_control as hooks_lib
+from tpu_estimator import quiet
 from tpu_estimator.specs import ModeKeys
+from tpu_estimator import warm_starting
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()

@@ -11,8 +11,8 @@ import inspect
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import errors
 from tpu_estimator.core import host_calls
+from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 

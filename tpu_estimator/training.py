@@ -14,9 +14,9 @@ import time
 import tensorflow as tf
 
 from tpu_estimator.checkpoints import restoring
-from tpu_estimator.hooks import early_stopping
-from tpu_estimator import errors
 from tpu_estimator.config import TaskType
+from tpu_estimator import errors
+from tpu_estimator.hooks import early_stopping
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()

@@ -4,11 +4,11 @@ they predict the label prior / label mean, as in tensorflow-estimator 2.15.  The
 "is my model better than nothing" yardstick."""
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import canned_estimator
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import regression_heads
+from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 LEARNING_RATE = 0.3

@@ -11,11 +11,11 @@ import warnings
 
 import tensorflow as tf
 
-from tpu_estimator import errors
-from tpu_estimator import quiet
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import optimizers
+from tpu_estimator import errors
 from tpu_estimator.estimator import Estimator
+from tpu_estimator import quiet
 from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1

@@ -4,12 +4,12 @@ and export signatures (`classification` as serving_default, `predict`, and for b
 `regression` of the positive-class probability)."""
 import tensorflow as tf
 
-from tpu_estimator import errors
-from tpu_estimator import export as export_lib
 from tpu_estimator.canned import head_base
+from tpu_estimator.canned import keys as keys_lib
 from tpu_estimator.canned.keys import MetricKeys
 from tpu_estimator.canned.keys import PredictionKeys
-from tpu_estimator.canned import keys as keys_lib
+from tpu_estimator import errors
+from tpu_estimator import export as export_lib
 
 _v1 = tf.compat.v1
 

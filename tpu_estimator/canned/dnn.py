@@ -9,11 +9,11 @@ training, then batch normalization (momentum 0.999, epsilon 0.001) when asked.
 """
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import canned_estimator
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import regression_heads
+from tpu_estimator import errors
 from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1

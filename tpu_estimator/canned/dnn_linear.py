@@ -9,13 +9,13 @@ DNN's optimizer advances the global step; the linear one then counts its own ite
 """
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import canned_estimator
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import dnn
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import linear
 from tpu_estimator.canned import regression_heads
+from tpu_estimator import errors
 
 LINEAR_LEARNING_RATE_CEILING = 0.005
 

@@ -8,11 +8,11 @@ and metrics are (`_labels`, `_unweighted_loss`, `predictions`, `_metrics`, `_exp
 """
 import tensorflow as tf
 
-from tpu_estimator import errors
-from tpu_estimator import export as export_lib
-from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.canned import keys
 from tpu_estimator.canned import optimizers
+from tpu_estimator.distribute import input_fn as input_fn_lib
+from tpu_estimator import errors
+from tpu_estimator import export as export_lib
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 

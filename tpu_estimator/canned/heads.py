@@ -1,8 +1,8 @@
 """The head factory functions of `tf.contrib.estimator` (TF 1.x), e.g.
 `binary_classification_head(...)`, with their argument order, returning our head classes."""
-from tpu_estimator.canned import head_base
 from tpu_estimator.canned.classification_heads import BinaryClassHead
 from tpu_estimator.canned.classification_heads import MultiClassHead
+from tpu_estimator.canned import head_base
 from tpu_estimator.canned.multi_head import MultiHead
 from tpu_estimator.canned.multi_label_head import MultiLabelHead
 from tpu_estimator.canned.regression_heads import LogisticRegressionHead

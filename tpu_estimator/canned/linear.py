@@ -10,11 +10,11 @@ import math
 
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import canned_estimator
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import regression_heads
+from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 _SPARSE_COMBINERS = ('mean', 'sqrtn', 'sum')

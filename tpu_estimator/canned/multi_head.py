@@ -9,10 +9,10 @@ hold each head's signatures (`<name>` for its default, `<name>/<key>` for the ot
 """
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import keys as keys_lib
 from tpu_estimator.canned.keys import MetricKeys
+from tpu_estimator import errors
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 

@@ -9,13 +9,13 @@ probability for `classes_for_class_based_metrics`.
 """
 import tensorflow as tf
 
-from tpu_estimator import errors
-from tpu_estimator import export as export_lib
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import keys as keys_lib
 from tpu_estimator.canned.keys import MetricKeys
 from tpu_estimator.canned.keys import PredictionKeys
+from tpu_estimator import errors
+from tpu_estimator import export as export_lib
 
 
 class MultiLabelHead(head_base.Head):

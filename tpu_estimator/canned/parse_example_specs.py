@@ -3,8 +3,8 @@
 estimator's `tf.train.Example`s, as tensorflow-estimator 2.15 made it."""
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import head_base
+from tpu_estimator import errors
 
 
 def _spec(feature_columns, label_key, label_feature, weight_column):

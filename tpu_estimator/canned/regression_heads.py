@@ -4,12 +4,12 @@ in [0, 1], predictions `sigmoid(logits)`), with the original's predictions, metr
 signatures (`regression` as serving_default, `predict`)."""
 import tensorflow as tf
 
-from tpu_estimator import errors
-from tpu_estimator import export as export_lib
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import keys as keys_lib
 from tpu_estimator.canned.keys import MetricKeys
 from tpu_estimator.canned.keys import PredictionKeys
+from tpu_estimator import errors
+from tpu_estimator import export as export_lib
 
 
 class RegressionHead(head_base.Head):

@@ -16,17 +16,17 @@
 """
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.canned import baseline
 from tpu_estimator.canned import canned_estimator
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import dnn
 from tpu_estimator.canned import dnn_linear
 from tpu_estimator.canned import head_base
-from tpu_estimator.canned import linear
-from tpu_estimator.canned import regression_heads
 from tpu_estimator.canned.keys import MetricKeys
 from tpu_estimator.canned.keys import PredictionKeys
+from tpu_estimator.canned import linear
+from tpu_estimator.canned import regression_heads
+from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 DNN_LEARNING_RATE = 0.05  # a lone DNN's (wide-and-deep's DNN keeps 0.001, as the original)

@@ -125,9 +125,9 @@ def pinned(checkpoint_path):
 
 
 def with_latest_pinned(model_dir, checkpoint, explicit, what, use):
-  """`use(checkpoint, snapshot)` with `checkpoint` pinned, and its result.  When `checkpoint` is the latest
-  (not an `explicit` one) and a trainer deletes it before it could be pinned, the new latest is
-  used instead (`RETRIES` times at most), and `use` gets that one.  `what` is the
+  """`use(checkpoint, snapshot)` with `checkpoint` pinned, and its result.  When `checkpoint`
+  is the latest (not an `explicit` one) and a trainer deletes it before it could be pinned, the
+  new latest is used instead (`RETRIES` times at most), and `use` gets that one.  `what` is the
   call ('evaluate', 'export', ...) that errors and the warning name."""
   for attempt in range(RETRIES):
     try:

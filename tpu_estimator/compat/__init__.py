@@ -27,12 +27,12 @@ saying so and what to use instead.
 """
 from tpu_estimator.compat import cluster_resolver as _cluster_resolver
 from tpu_estimator.compat import contrib as _contrib
-from tpu_estimator.compat import namespaces as _namespaces
-from tpu_estimator.compat import tf1 as _tf1
-from tpu_estimator.compat import tf_modules as _tf_modules
 from tpu_estimator.compat.legacy_keras import legacy_keras_available
 from tpu_estimator.compat.legacy_keras import use_legacy_keras
+from tpu_estimator.compat import namespaces as _namespaces
+from tpu_estimator.compat import tf1 as _tf1
 from tpu_estimator.compat.tf1 import tf1_hint
+from tpu_estimator.compat import tf_modules as _tf_modules
 
 __all__ = ['install', 'legacy_keras_available', 'use_legacy_keras', 'tf1_hint']
 

@@ -16,8 +16,8 @@ import types
 import tpu_estimator as _te
 from tpu_estimator import canned as _canned
 from tpu_estimator.canned import v1 as _canned_v1
-from tpu_estimator import export as _export
 from tpu_estimator.compat import tf_modules
+from tpu_estimator import export as _export
 
 from tensorflow.python.saved_model.model_utils import export_output as _export_output
 

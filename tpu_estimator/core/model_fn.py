@@ -1,13 +1,13 @@
 """Calling the user's `model_fn`: signature checks and argument injection."""
 import tensorflow as tf
 
+from tpu_estimator.distribute.input_fn import accepted_kwargs
+from tpu_estimator.distribute.input_fn import fn_args
 from tpu_estimator import errors
 from tpu_estimator import keras3
 from tpu_estimator.keras3 import naming as keras_naming
-from tpu_estimator.updates import precision
 from tpu_estimator import specs
-from tpu_estimator.distribute.input_fn import accepted_kwargs
-from tpu_estimator.distribute.input_fn import fn_args
+from tpu_estimator.updates import precision
 
 _ALLOWED_ARGS = frozenset(['features', 'labels', 'mode', 'params', 'config'])
 

@@ -12,9 +12,9 @@ from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import restoring
 from tpu_estimator.checkpoints import saving
 from tpu_estimator import errors
-from tpu_estimator import quiet
 from tpu_estimator.export import ServingInputReceiver
 from tpu_estimator.export import TensorServingInputReceiver
+from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 

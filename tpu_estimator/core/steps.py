@@ -13,18 +13,18 @@ import dataclasses
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator.updates import accumulation
-from tpu_estimator.updates import cpu_updates
-from tpu_estimator.distribute import device_loop
-from tpu_estimator.distribute import gather
-from tpu_estimator import errors
-from tpu_estimator.hooks import run_control as hooks_lib
+from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.core import host_calls
 from tpu_estimator.core import model_fn as model_fn_lib
-from tpu_estimator.checkpoints import scaffolds
-from tpu_estimator import specs
+from tpu_estimator.distribute import device_loop
+from tpu_estimator.distribute import gather
 from tpu_estimator.distribute import xla
+from tpu_estimator import errors
+from tpu_estimator.hooks import run_control as hooks_lib
+from tpu_estimator import specs
 from tpu_estimator.specs import ModeKeys
+from tpu_estimator.updates import accumulation
+from tpu_estimator.updates import cpu_updates
 
 _v1 = tf.compat.v1
 LOSS_METRIC_KEY = 'loss'

@@ -7,10 +7,10 @@ data set."""
 
 import tensorflow as tf
 
-from tpu_estimator import errors
+from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.distribute.input_fn import check_result
 from tpu_estimator.distribute.input_fn import split_features_labels
-from tpu_estimator.config import InputPipelineConfig
+from tpu_estimator import errors
 
 _v1 = tf.compat.v1
 

@@ -10,13 +10,13 @@ import dataclasses
 
 import tensorflow as tf
 
-from tpu_estimator import errors
-from tpu_estimator.distribute import input_fn as input_fn_lib
-from tpu_estimator.distribute import host_input as host_input_lib
-from tpu_estimator.distribute import replication
-from tpu_estimator.distribute import xla as xla_lib
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.config import parse_iterations_per_loop
+from tpu_estimator.distribute import host_input as host_input_lib
+from tpu_estimator.distribute import input_fn as input_fn_lib
+from tpu_estimator.distribute import replication
+from tpu_estimator.distribute import xla as xla_lib
+from tpu_estimator import errors
 from tpu_estimator.specs import ModeKeys
 
 BATCH_SIZE_KEY = 'batch_size'

@@ -17,10 +17,10 @@ import logging
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import errors
 from tpu_estimator.distribute import gpus as gpus_lib
-from tpu_estimator.keras3 import naming as keras_naming
 from tpu_estimator.distribute import xla as xla_lib
+from tpu_estimator import errors
+from tpu_estimator.keras3 import naming as keras_naming
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')
@@ -118,12 +118,11 @@ class Replicas:
 def _creators_in_init_scope():
   """Inside a loop body (a FuncGraph), variables created under `tf.init_scope` (EMA shadows,
   some slots) are built in the outermost graph, whose variable creators are per thread: a
-  replica thread has none there (nor the strategy in scope).  Give it the body's (the strategy's, and the one that makes
-  replicas after the first reuse the first's variables) while the replica's call runs."""
+  replica thread has none there (nor the strategy in scope).  Give it the body's (the
+  strategy's, and the one that makes replicas after the first reuse the first's variables)
+  while the replica's call runs."""
   graph = _v1.get_default_graph()
-  root = graph
-  while getattr(root, 'outer_graph', None) is not None:
-    root = root.outer_graph
+  root = _tf_internals.root_graph(graph)
   if root is graph:
     yield
     return

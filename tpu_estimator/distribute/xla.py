@@ -39,9 +39,9 @@ import threading
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator.updates import accumulation
 from tpu_estimator import config as config_lib
 from tpu_estimator import quiet
+from tpu_estimator.updates import accumulation
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')

@@ -25,8 +25,8 @@ import uuid
 
 import tensorflow as tf
 
-from tpu_estimator import errors
 from tpu_estimator.distribute import replication
+from tpu_estimator import errors
 from tpu_estimator.hooks import periodic
 
 _v1 = tf.compat.v1

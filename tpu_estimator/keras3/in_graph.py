@@ -54,7 +54,7 @@ def _to_local(variable):
   moved = {id(variable)} | {id(part) for part in getattr(variable, 'values', ())
                             if _tf_internals.is_distributed(variable)}
   graphs = {id(g): g for g in (_v1.get_default_graph(),
-                               keras_naming.root_graph(_v1.get_default_graph()))}
+                               _tf_internals.root_graph())}
   for graph in graphs.values():
     collection = graph.get_collection_ref(_v1.GraphKeys.GLOBAL_VARIABLES)
     found = any(item is variable for item in collection)

@@ -52,24 +52,13 @@ def _global_state():
   return sys.modules.get('keras.src.backend.common.global_state')
 
 
-def _root(graph):
-  while getattr(graph, 'outer_graph', None) is not None:
-    graph = graph.outer_graph
-  return graph
-
-
 def _state_of(graph, create=False):
-  root = _root(graph)
+  root = _tf_internals.root_graph(graph)
   state = _tf_internals.graph_state(root, _STATE)
   if state is None and create:
     state = _GraphNames()
     _tf_internals.set_graph_state(root, _STATE, state)
   return state
-
-
-def root_graph(graph):
-  """The outermost graph of `graph` (itself unless a function or loop body)."""
-  return _root(graph)
 
 
 def graph_state():

@@ -25,12 +25,10 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import errors
+from tpu_estimator.updates import interceptor
 
 _v1 = tf.compat.v1
-_Optimizer = _v1.train.Optimizer
-_ORIGINAL_APPLY = _Optimizer.apply_gradients
-_STATE = 'accumulation'  # our state on the graph being built
-_install_lock = threading.Lock()
+_STATE = 'accumulation'  # our state on the graph being built (updates/interceptor.py)
 
 
 def steps_of(config):
@@ -39,26 +37,15 @@ def steps_of(config):
   return getattr(tpu_config, 'gradient_accumulation_steps', 1) or 1
 
 
-def _root_graph():
-  graph = _v1.get_default_graph()
-  while getattr(graph, 'outer_graph', None) is not None:
-    graph = graph.outer_graph
-  return graph
+def _intercept(state, method, optimizer, grads_and_vars, global_step=None, name=None):
+  """`Optimizer.apply_gradients`, accumulating instead while a micro-step is built."""
+  del method
+  if not state.building:
+    return interceptor.PASS
+  return state.accumulate(optimizer, grads_and_vars, global_step, name)
 
 
-def _apply_gradients(self, grads_and_vars, global_step=None, name=None):
-  """`Optimizer.apply_gradients`, accumulating instead while a micro-step is built (a state on
-  the graph being built: other graphs and threads see the original)."""
-  state = _tf_internals.graph_state(_root_graph(), _STATE)
-  if state is None or not state.building:
-    return _ORIGINAL_APPLY(self, grads_and_vars, global_step=global_step, name=name)
-  return state.accumulate(self, grads_and_vars, global_step, name)
-
-
-def _install():
-  with _install_lock:
-    if _Optimizer.apply_gradients is not _apply_gradients:
-      _Optimizer.apply_gradients = _apply_gradients
+interceptor.register(_STATE, ('apply_gradients',), _intercept)
 
 
 class _Record:
@@ -137,8 +124,9 @@ class Accumulation:
       with tf.control_dependencies([after]):
         grads_and_vars = [(accumulator.read_value() * (1.0 / self.steps), variable)
                           for accumulator, variable in record.pairs]
-      updates.append(_ORIGINAL_APPLY(record.optimizer, grads_and_vars,
-                                     global_step=record.global_step, name=record.name))
+      updates.append(interceptor.inner(_STATE, 'apply_gradients', record.optimizer,
+                                       grads_and_vars, global_step=record.global_step,
+                                       name=record.name))
     with tf.control_dependencies(updates):
       zeroed = [accumulator.assign(tf.zeros_like(accumulator.read_value()))
                 for record in self._records for accumulator, _ in record.pairs]
@@ -147,9 +135,10 @@ class Accumulation:
   def step(self, micro_step, apply_step):
     """The update's ops: an inner loop of `micro_step()` (→ mean loss over replicas, with the
     accumulation as a control dependency) run `steps` times, then `apply_step(fn)` running
-    `fn` on every replica (→ the list of their results).  Returns the mean of the micro-batch losses, after the update."""
-    _install()
-    root = _root_graph()
+    `fn` on every replica (→ the list of their results).  Returns the mean of the micro-batch
+    losses, after the update."""
+    interceptor.install()
+    root = _tf_internals.root_graph()
     _tf_internals.set_graph_state(root, _STATE, self)
 
     def body(i, total):

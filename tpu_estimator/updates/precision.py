@@ -23,26 +23,18 @@ import threading
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator.updates import interceptor
 
 _v1 = tf.compat.v1
 _Optimizer = _v1.train.Optimizer
 _LossScaleOptimizer = _v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 POLICIES = {'mixed_bfloat16': tf.bfloat16, 'mixed_float16': tf.float16}
-_STATE = 'precision'  # our state on the graph being built
-_install_lock = threading.Lock()
-_ORIGINAL = {}
+_STATE = 'precision'  # our state on the graph being built (updates/interceptor.py)
 
 
 def policy_of(config):
   tpu_config = getattr(config, 'tpu_config', None)
   return getattr(tpu_config, 'precision', None)
-
-
-def _root_graph():
-  graph = _v1.get_default_graph()
-  while getattr(graph, 'outer_graph', None) is not None:
-    graph = graph.outer_graph
-  return graph
 
 
 class _Unwrapped(_Optimizer):
@@ -54,11 +46,11 @@ class _Unwrapped(_Optimizer):
     self._opt = opt
 
   def compute_gradients(self, *args, **kwargs):
-    return _ORIGINAL['compute_gradients'](self._opt, *args, **kwargs)
+    return interceptor.inner(_STATE, 'compute_gradients', self._opt, *args, **kwargs)
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-    return _ORIGINAL['apply_gradients'](self._opt, grads_and_vars, global_step=global_step,
-                                        name=name)
+    return interceptor.inner(_STATE, 'apply_gradients', self._opt, grads_and_vars,
+                             global_step=global_step, name=name)
 
   def get_slot(self, *args, **kwargs):
     return self._opt.get_slot(*args, **kwargs)
@@ -84,23 +76,13 @@ class _Float16State:
       return self._wrapped[id(opt)][1]
 
 
-def _intercepted(method):
-  def call(self, *args, **kwargs):
-    state = _tf_internals.graph_state(_root_graph(), _STATE)
-    if state is None:
-      return _ORIGINAL[method](self, *args, **kwargs)
-    return getattr(state.wrapper(self), method)(*args, **kwargs)
-  call.__name__ = method
-  return call
+def _intercept(state, method, optimizer, *args, **kwargs):
+  """`Optimizer.compute_gradients`/`apply_gradients` of a float16 graph: the loss-scale
+  optimizer's, around the user's."""
+  return getattr(state.wrapper(optimizer), method)(*args, **kwargs)
 
 
-def _install():
-  with _install_lock:
-    if _ORIGINAL:
-      return
-    for method in ('compute_gradients', 'apply_gradients'):
-      _ORIGINAL[method] = getattr(_Optimizer, method)
-      setattr(_Optimizer, method, _intercepted(method))
+interceptor.register(_STATE, ('compute_gradients', 'apply_gradients'), _intercept)
 
 
 def _getter(dtype):
@@ -148,9 +130,9 @@ def scope(config):
     yield None
     return
   dtype = POLICIES[policy]
-  root = _root_graph()
+  root = _tf_internals.root_graph()
   if policy == 'mixed_float16':
-    _install()
+    interceptor.install()
     # Kept for the graph's life: every graph is built for one call under one config.
     if _tf_internals.graph_state(root, _STATE) is None:
       _tf_internals.set_graph_state(root, _STATE, _Float16State())

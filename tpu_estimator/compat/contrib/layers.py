@@ -21,8 +21,8 @@ import numbers
 import tensorflow as tf
 from tensorflow.python.framework import smart_cond as _smart_cond
 
-from tpu_estimator import errors
 from tpu_estimator.compat.contrib import slim_loader
+from tpu_estimator import errors
 
 try:  # arg_scope support when tf_slim (the `[legacy]` extra) is installed.
   from tf_slim.ops.arg_scope import add_arg_scope
