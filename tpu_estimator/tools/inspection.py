@@ -20,8 +20,6 @@ import time
 
 import numpy as np
 
-from tpu_estimator import quiet  # imports no TensorFlow
-
 
 class _LazyTensorFlow:
   """`tensorflow`, imported on first use: registering the subcommand (cli.py builds every
@@ -189,6 +187,7 @@ def read_last_step_scalars(logdir, warnings=None):
   """(step, wall_time, {tag: value}): the scalars of the highest step in `logdir`'s event
   files (later events of that step win), or None when there are none.  String scalars (such
   as `checkpoint_path`) come back as str."""
+  from tpu_estimator import quiet  # pylint: disable=import-outside-toplevel
   last = None
   with quiet.internal_calls():
     for path in sorted(tf.io.gfile.glob(os.path.join(logdir, _EVENTS))):
