@@ -38,8 +38,9 @@ def policy_of(config):
 
 
 class _Unwrapped(_Optimizer):
-  """The user's optimizer as the loss-scale optimizer's inner one: calls the original methods
-  (not the intercepted ones, which would wrap it again)."""
+  """The user's optimizer as the loss-scale optimizer's inner one: its calls go on through the
+  layers inside precision (`interceptor.inner`), never back through precision, which would
+  wrap it again."""
 
   def __init__(self, opt):
     super().__init__(use_locking=False, name=opt.get_name())
