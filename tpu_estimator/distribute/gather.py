@@ -18,7 +18,7 @@ from tpu_estimator import errors
 def per_replica(replicas, fn, inputs):
   """`fn(features, labels)` on every replica of `replicas`, each on its entry of `inputs`
   ((features, labels, rows)); the row counts stay on the host.  A list, one output a replica."""
-  return replicas.run(lambda f, l: fn(f, l), [(v[0], v[1]) for v in inputs])
+  return replicas.run(fn, [(v[0], v[1]) for v in inputs])
 
 
 def mean_loss(losses):
