@@ -200,10 +200,13 @@ ROWS = [
         ValueError, ['model_dir', "_other'"]),
     Row('estimator_warm_start_from_wrong_type', lambda c: c.est(warm_start_from=3),
         TypeError, ['warm_start_from', '3']),
-    Row('estimator_train_distribute',
+    Row('estimator_train_distribute_not_a_strategy',
+        lambda c: c.est(config=te.EstimatorRunConfig(train_distribute='mirrored')),
+        TypeError, ['train_distribute', "'mirrored'", 'MirroredStrategy()']),
+    Row('estimator_eval_distribute_parameter_server',
         lambda c: c.est(config=te.EstimatorRunConfig(
-            train_distribute=tf.distribute.OneDeviceStrategy('/cpu:0'))),
-        ValueError, ['train_distribute', 'OneDeviceStrategy']),
+            eval_distribute=tf.compat.v1.distribute.experimental.ParameterServerStrategy())),
+        ValueError, ['eval_distribute', 'ParameterServerStrategy', 'MirroredStrategy']),
     Row('warm_start_settings_empty_path', lambda c: te.WarmStartSettings(''),
         ValueError, ['ckpt_to_initialize_from', "''"]),
     # --- TPUEstimator construction ----------------------------------------------------------
@@ -211,6 +214,10 @@ ROWS = [
         lambda c: te.TPUEstimator(h.make_model_fn(tpu=True), config=te.EstimatorRunConfig(),
                                   train_batch_size=16),
         TypeError, ['config', 'RunConfig(']),
+    Row('tpu_estimator_train_distribute',
+        lambda c: te.TPUEstimator(h.make_model_fn(tpu=True), train_batch_size=16, config=te.RunConfig(
+            train_distribute=tf.distribute.OneDeviceStrategy('/cpu:0'))),
+        ValueError, ['train_distribute', 'OneDeviceStrategy', 'num_shards']),
     Row('tpu_estimator_reserved_batch_size', lambda c: c.tpu(params={'batch_size': 8}),
         ValueError, ['batch_size', "{'batch_size': 8}"]),
     Row('tpu_estimator_reserved_context', lambda c: c.tpu(params={'context': 1}),

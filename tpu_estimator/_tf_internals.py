@@ -296,3 +296,10 @@ def eager_mode():
 def saved_model_proto():
   """An empty `SavedModel` protocol buffer (what `saved_model.pb` holds), to parse one."""
   return _saved_model_pb2.SavedModel()
+
+
+def loss_scaled_by_optimizer(graph):
+  """Whether a v1 optimizer in `graph` scaled the replicas' losses by 1/replicas (a strategy's
+  Estimator loss scaling): the reported loss is then their mean, else their sum, as
+  tf.estimator reported it."""
+  return bool(getattr(graph, '_is_loss_scaled_by_optimizer', False))

@@ -20,6 +20,7 @@ from tpu_estimator.core import graph_cache
 from tpu_estimator.core import model_fn as model_fn_lib
 from tpu_estimator.core import savedmodel
 from tpu_estimator.core import steps as steps_lib
+from tpu_estimator.core import strategy_steps
 from tpu_estimator.distribute import gpus
 from tpu_estimator.distribute import layout as layout_lib
 from tpu_estimator.distribute import replication
@@ -63,7 +64,10 @@ class Estimator:
       raise errors.type_error('`config` must be a %s.%s.' % (config_type.__module__,
                                                              config_type.__name__),
                               config=config)
-    replication.reject_distribute_config(config)
+    if self._layout.allow_tpu_spec:  # TPUEstimator shards by its TPUConfig
+      replication.reject_distribute_config(config)
+    else:
+      replication.check_strategies(config)
     gpus.grow_memory_unless_configured(config.session_config)
     if model_dir is not None:
       model_dir = os.fspath(model_dir)
@@ -227,7 +231,7 @@ class Estimator:
       device_scope = graph.device(self._config.device_fn) if self._config.device_fn else \
           contextlib.nullcontext()
       with device_scope:
-        built = steps_lib.build_train(plan, self._model_fn, host_input, global_step)
+        built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
       if not checkpoint:
         warm_starting.apply(self._warm_start)
       _v1.summary.scalar('loss', built.loss)
@@ -360,7 +364,7 @@ class Estimator:
 
   def _build_eval(self, key, input_fn, steps, hooks):
     with self._call_graph(ModeKeys.EVAL, input_fn) as (graph, plan, global_step, host_input):
-      built = steps_lib.build_eval(plan, self._model_fn, host_input, steps)
+      built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
       saving.ensure_saver(self._config)
       values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
@@ -586,6 +590,12 @@ class Estimator:
                                    checkpoint_path=checkpoint_path)
 
   export_savedmodel = export_saved_model
+
+
+def _steps_of(plan):
+  """The step builders of a call: a RunConfig strategy's (per-replica model_fn, one step per
+  run) or the others'."""
+  return strategy_steps if plan.distribute else steps_lib
 
 
 @dataclasses.dataclass

@@ -115,7 +115,7 @@ def _drop_loop_summaries():
   summaries[:] = [s for s in summaries if getattr(s, 'graph', graph) is graph]
 
 
-def _get_or_create_eval_step():
+def get_or_create_eval_step():
   existing = _v1.get_collection(_v1.GraphKeys.EVAL_STEP)
   if existing:
     return existing[0]
@@ -143,7 +143,7 @@ def build_train(plan, model_fn, host_input, global_step):
   # The global-step read TensorFlow's hooks fetch as "the step before this run" must happen
   # before the step's update (unordered, a loaded machine sometimes ran it after, and hooks
   # acted one step late); so must model_fn's own reads, as in the device loop.
-  _global_step_reads_first(_v1.get_default_graph().get_operations()[start:], global_step,
+  global_step_reads_first(_v1.get_default_graph().get_operations()[start:], global_step,
                            _v1.get_collection(_tf_internals.GLOBAL_STEP_READ_KEY))
   spec_hooks = list(spec.training_hooks)
   if isinstance(spec, specs.TPUEstimatorSpec):
@@ -179,7 +179,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     start = len(captured.get('step_ops', ()))
     outs = _recording(captured,
                       lambda: gather.per_replica(plan.replicas, replica_step, values))
-    _global_step_reads_first(captured['step_ops'][start:], global_step)
+    global_step_reads_first(captured['step_ops'][start:], global_step)
     loss = gather.mean_loss([o[0] for o in outs])
     host_call = captured['spec'].host_call
     if host_call is not None and whole:
@@ -245,7 +245,7 @@ _STEP_UPDATES = frozenset(['AssignAddVariableOp', 'AssignSubVariableOp', 'Assign
                            'AssignAdd', 'AssignSub', 'Assign'])
 
 
-def _global_step_reads_first(ops, global_step, extra_reads=()):
+def global_step_reads_first(ops, global_step, extra_reads=()):
   """Reads of the global step that `model_fn` made in one training step (e.g.
   `tf.reshape(global_step, [1])` for host_call, written after `minimize`) see the value before
   that step's update, as on a TPU, where a step reads its variables before it writes them.
@@ -326,7 +326,7 @@ def _metric_ops_one_device(spec):
   return dict(spec.eval_metric_ops), spec.loss
 
 
-def _finish_metrics(metrics, loss_metric, eval_step, counted):
+def finish_metrics(metrics, loss_metric, eval_step, counted):
   if LOSS_METRIC_KEY in metrics:
     raise errors.value_error(
         'Metric with name "loss" is not allowed, because Estimator already defines a default '
@@ -343,12 +343,12 @@ def build_eval(plan, model_fn, host_input, num_steps):
   """Evaluation: one batch per `session.run` on one device (the original's graph); sharded,
   up to `iterations_per_loop` global batches per `session.run` in a collecting device loop,
   with `metric_fn` called once on the host over all their rows."""
-  eval_step = _get_or_create_eval_step()
+  eval_step = get_or_create_eval_step()
   if not plan.sharded:
     features, labels = host_input.next_batch()
     spec = _call(plan, model_fn, features, labels, ModeKeys.EVAL)
     metrics, loss = _metric_ops_one_device(spec)
-    update, values = _finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
+    update, values = finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
     return EvalStep(scaffold=scaffold_of(spec), hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)],
                     spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
                     values=values)
@@ -381,7 +381,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   # The mean over the batches that had rows.  (Weights of dynamic shape would make
   # metrics.mean build a conditional shape assertion: functions to trace and instantiate.)
   loss_metric = _v1.metrics.mean(tf.boolean_mask(losses, rows > 0))
-  update, values = _finish_metrics(metrics, loss_metric, eval_step, counted)
+  update, values = finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
   return EvalStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
                   spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,

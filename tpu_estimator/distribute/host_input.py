@@ -51,7 +51,7 @@ class HostInput:
   """Iterators on the host and the per-replica inputs drawn from them for one step."""
 
   def __init__(self, results, input_mode, num_replicas, batch_axis=None, rows=None,
-               uneven=False, device=None, group=None):
+               uneven=False, device=None, group=None, empty_stand_in=False):
     """`results`: what each `input_fn` call returned (one, or one per replica for
     PER_SHARD_V1).  `rows`: rows expected per dataset element when sharding (None on one
     device).  `uneven`: a short or missing final element is spread over the replicas in order,
@@ -59,12 +59,16 @@ class HostInput:
     element that cannot be split evenly ends the input (training).  `device`: a GPU the one
     dataset's elements are prefetched to (see `_iterator`).  `group`: a number of steps whose
     elements are read at once (`next_group`), for a device loop compiled as a whole; where the
-    input cannot be grouped, `ungrouped` says why and the input is read a step at a time."""
+    input cannot be grouped, `ungrouped` says why and the input is read a step at a time.
+    `empty_stand_in`: a replica left without an element at the end of evaluation gets a
+    batch of 0 rows rather than a stand-in row (model_fn's own metrics see it: RunConfig
+    strategies, whose metrics are made in model_fn)."""
     self._mode = input_mode
     self._n = num_replicas
     self._batch_axis = batch_axis
     self._rows = rows
     self._uneven = uneven
+    self._empty_stand_in = empty_stand_in
     self._iterators = []
     self._tensors = None
     self._element_spec = None
@@ -231,11 +235,25 @@ class HostInput:
     values = [self._value_or_empty(o, here) for o, here in zip(optionals, present)]
     return tf.reduce_any(tf.stack(present)), self._distribute(values)
 
+  def next_replica_inputs_first_required(self):
+    """For evaluation with a RunConfig strategy: `[(features, labels, rows)]`.  The first
+    replica's element is read with `get_next()`, so an input that ends on a whole step ends
+    the run there (OutOfRangeError, as the original); the others are read as optionals, and a
+    replica left without one at the end gets a batch of 0 rows (`empty_stand_in`), so every
+    element is evaluated."""
+    reads = iter([lambda it: it.get_next()] +
+                 [lambda it: it.get_next_as_optional()] * (self._n - 1))
+    elements = self._read_in_order(lambda iterator: next(reads)(iterator))
+    values = [split_features_labels(elements[0])]
+    values += [self._value_or_empty(o, o.has_value()) for o in elements[1:]]
+    return self._distribute(values)
+
   def _value_or_empty(self, optional, here):
     """(features, labels, real rows): the element, or when there is none a stand-in batch of
     zeros with 0 real rows (see `_stand_in_like_spec`)."""
     spec = optional.element_spec
-    value = tf.cond(here, optional.get_value, lambda: _stand_in_like_spec(spec))
+    value = tf.cond(here, optional.get_value,
+                    lambda: _stand_in_like_spec(spec, empty=self._empty_stand_in))
     features, labels = split_features_labels(value)
     rows = _batch_size_of(features, _axes_for(features, self._axis(0)))
     return features, labels, tf.where(here, rows, tf.constant(0, tf.int64))
@@ -347,13 +365,13 @@ def _with_batch(tensor, axis, size):
   return tf.ensure_shape(tensor, shape)
 
 
-def _stand_in_like_spec(spec):
+def _stand_in_like_spec(spec, empty=False):
   """Zeros shaped as the element spec says, 1 where a dimension is unknown: whatever the
   batch axis (`batch_axis`, e.g. images fed [H, W, C, N]), the stand-in has the real
   elements' static shape, so the `tf.cond` choosing between them keeps every known
   dimension (model_fns read static shapes, e.g. a pool size from the image size).  Never 0
   rows: an empty batch would reach model_fn, and some CPU kernels (oneDNN's Conv2D) mis-shape
-  empty inputs."""
+  empty inputs.  `empty`: 0 rows along the first axis instead (see HostInput)."""
   def zeros(s):
     if not isinstance(s, tf.TensorSpec):  # a `None` (labels of a features-only input)
       if type(s).__name__ == 'NoneTensorSpec':
@@ -368,5 +386,7 @@ def _stand_in_like_spec(spec):
           'Give the dataset static ranks (e.g. tf.ensure_shape in Dataset.map).',
           element_spec=s)
     shape = [d if d is not None else 1 for d in s.shape.as_list()]
+    if empty and shape:
+      shape[0] = 0
     return tf.zeros(shape, s.dtype) if s.dtype != tf.string else tf.fill(shape, '')
   return tf.nest.map_structure(zeros, spec)

@@ -1,7 +1,9 @@
 """How one call is laid out: which replicas, what `params['batch_size']` `input_fn` and
 `model_fn` see, how `input_fn` is called and whether training runs in a device loop.
 
-`OneDevice` is the Estimator's layout.  `Sharded` is TPUEstimator's: with `use_tpu=False` it
+`OneDevice` is the Estimator's layout: one device, or the replicas of the strategy its
+RunConfig names for the call's mode (`train_distribute`, `eval_distribute`).  `Sharded` is
+TPUEstimator's: with `use_tpu=False` it
 is one device with the global batch (the original's CPU/GPU semantics); with `use_tpu=True`
 the global batch is split over the replicas.
 """
@@ -37,7 +39,10 @@ class Plan:
   RunConfig (model_dir filled in), `model_dir` its model_dir.  `xla`: what XLA is to compile
   (`xla.intent`): 'loop', the training loop as one computation, its input read a loop at a time
   (`TPUConfig(xla=True)` on one replica); 'step', the training step alone; 'off'.  Whether the
-  step compiles is known once it is built (`xla.step_compiles`)."""
+  step compiles is known once it is built (`xla.step_compiles`).  `distribute`: the Estimator
+  with a strategy from its RunConfig (`train_distribute`/`eval_distribute`): `model_fn` runs
+  once per replica on consecutive elements of the one dataset `input_fn` returns, one step per
+  `session.run` (core/strategy_steps.py)."""
   mode: str
   replicas: object
   sharded: bool
@@ -51,14 +56,24 @@ class Plan:
   host_call_every_n: int
   config: object
   xla: str = xla_lib.OFF
+  distribute: bool = False
 
   @property
   def model_dir(self):
     return self.config.model_dir
 
 
+def strategy_for(mode, config):
+  """The strategy the Estimator's RunConfig names for `mode`, or None: `train_distribute` for
+  training, `eval_distribute` for evaluation; prediction and export run on one device, as in
+  the original."""
+  name = {ModeKeys.TRAIN: 'train_distribute', ModeKeys.EVAL: 'eval_distribute'}.get(mode)
+  return getattr(config, name, None) if name else None
+
+
 class OneDevice:
-  """The plain Estimator: one device, `params` passed as given, one step per `session.run`."""
+  """The plain Estimator: one device (or a RunConfig strategy's replicas), `params` passed as
+  given, one step per `session.run`."""
   allow_tpu_spec = False
   host_call_every_n = 1
 
@@ -69,13 +84,19 @@ class OneDevice:
     """The `Plan` of one call in `mode` with the estimator's `config` (`compile_loop=False`:
     never compile a training loop as a whole)."""
     del compile_loop
-    return Plan(mode=mode, replicas=replication.single_device(), sharded=False, loop=False,
+    strategy = strategy_for(mode, config)
+    replicas = replication.single_device() if strategy is None else \
+        replication.of_strategy(strategy)
+    return Plan(mode=mode, replicas=replicas, sharded=False, loop=False,
                 ipl=None, input_batch=None, model_batch=None,
                 input_mode=InputPipelineConfig.PER_HOST_V1,
                 model_params=copy.deepcopy(self.params), allow_tpu_spec=self.allow_tpu_spec,
-                host_call_every_n=self.host_call_every_n, config=config)
+                host_call_every_n=self.host_call_every_n, config=config,
+                distribute=strategy is not None)
 
   def host_input(self, input_fn, plan):
+    if plan.distribute:
+      return _strategy_input(input_fn, plan, copy.deepcopy(self.params))
     result = input_fn_lib.call_input_fn(input_fn, plan.mode, copy.deepcopy(self.params),
                                         plan.config)
     return host_input_lib.HostInput([result], InputPipelineConfig.PER_HOST_V1, 1)
@@ -223,6 +244,30 @@ class Sharded(OneDevice):
                                     uneven=plan.mode != ModeKeys.TRAIN,
                                     device=_input_device(plan),
                                     group=plan.ipl[1] if plan.xla == xla_lib.LOOP else None)
+
+
+def _strategy_input(input_fn, plan, params):
+  """The input of an Estimator call with a strategy, as the original read it: `input_fn` is
+  called once per worker (with an `input_context` if it takes one) and returns a dataset of
+  per-replica batches; each step gives consecutive elements to the replicas in order.  In
+  evaluation the final elements are spread in order and a replica left without one gets an
+  empty batch (the original stopped there, dropping them)."""
+  replicas = plan.replicas
+  context = tf.distribute.InputContext(
+      num_input_pipelines=replicas.num_workers, input_pipeline_id=replicas.worker_index,
+      num_replicas_in_sync=replicas.num_replicas)
+  result = input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
+                                      input_context=context)
+  if not isinstance(result, tf.data.Dataset):
+    raise errors.type_error(
+        'With RunConfig(%s=...) `input_fn` must return a tf.data.Dataset: its elements are '
+        'the replicas\' batches.' % ('train_distribute' if plan.mode == ModeKeys.TRAIN else
+                                    'eval_distribute'),
+        'Return e.g. tf.data.Dataset.from_tensor_slices((x, y)).batch(per_replica_batch).',
+        input_fn_returned=result)
+  return host_input_lib.HostInput([result], InputPipelineConfig.PER_HOST_V2,
+                                  replicas.local_replicas, uneven=plan.mode != ModeKeys.TRAIN,
+                                  empty_stand_in=True)
 
 
 def _input_device(plan):

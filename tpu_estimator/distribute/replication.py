@@ -34,14 +34,16 @@ class Replicas:
   num_workers = 1
   worker_index = 0
   master = ''
+  given_strategy = False
   logical_gpus = None  # logical GPUs per card, when the cards are split (gpus.py)
 
-  def __init__(self, devices, kind, logical_gpus=None):
+  def __init__(self, devices, kind, logical_gpus=None, strategy=None):
     self.devices = tuple(devices)
     self.kind = kind  # 'single', 'cpu', 'gpu' or 'multi_worker'
     self.logical_gpus = logical_gpus
-    self.strategy = None
-    if len(self.devices) > 1:
+    self.strategy = strategy  # the user's (of_strategy), else ours for several devices
+    self.given_strategy = strategy is not None
+    if strategy is None and len(self.devices) > 1:
       # NCCL does not reduce between logical GPUs of one card: reduce on one device there.
       reduce = tf.distribute.ReductionToOneDevice() if logical_gpus else None
       self.strategy = tf.distribute.MirroredStrategy(devices=list(self.devices),
@@ -49,7 +51,7 @@ class Replicas:
 
   @property
   def num_replicas(self):
-    return len(self.devices)
+    return self.strategy.num_replicas_in_sync if self.strategy else len(self.devices)
 
   @property
   def on_cpu(self):
@@ -75,12 +77,15 @@ class Replicas:
       config.CopyFrom(base)
     else:
       config.allow_soft_placement = True
-    if self.kind == 'cpu' and self.num_replicas > 1:
-      config.device_count['CPU'] = max(config.device_count.get('CPU', 1), self.num_replicas)
+    if self.kind == 'cpu' and self.local_replicas > 1:  # logical CPU devices /cpu:0..N-1
+      config.device_count['CPU'] = max(config.device_count.get('CPU', 1), _cpus_named(
+          self.devices))
     if self.logical_gpus:
       gpus_lib.add_logical_gpus(config, self.logical_gpus)
     if xla:
       xla_lib.session_config(config)
+    if self.given_strategy:  # as the user's strategy wants it (e.g. collective ops settings)
+      config = self.strategy.update_config_proto(config)
     return config
 
   def run(self, fn, per_replica_args):
@@ -112,6 +117,11 @@ class Replicas:
     if self.strategy is None or not hasattr(variable, 'values'):
       return variable
     return variable.values[0]
+
+
+def _cpus_named(devices):
+  """How many CPU devices a session needs for `devices` ('/cpu:3' needs 4)."""
+  return 1 + max(int(tf.DeviceSpec.from_string(d).device_index or 0) for d in devices)
 
 
 @contextlib.contextmanager
@@ -256,12 +266,53 @@ def single_device():
   return Replicas(['/gpu:0' if _physical_gpus() else '/cpu:0'], 'single')
 
 
+def of_strategy(strategy):
+  """The replicas of a `tf.distribute` strategy the user gave the Estimator
+  (`RunConfig(train_distribute=..., eval_distribute=...)`, checked by `check_strategies`): its
+  own devices and strategy, run by the same `Replicas.run` as TPUEstimator's (the strategy is
+  kept even for one replica: it places the variables, e.g. `OneDeviceStrategy('/gpu:1')`)."""
+  devices = tuple(strategy.extended.worker_devices)
+  if len(devices) == 1:
+    kind = 'single'
+  else:
+    kind = 'cpu' if all('cpu' in d.lower() for d in devices) else 'gpu'
+  return Replicas(devices, kind, strategy=strategy)
+
+
+def check_strategies(config):
+  """The Estimator's `train_distribute`/`eval_distribute`: tf.distribute strategies this build
+  drives, or None."""
+  for name in ('train_distribute', 'eval_distribute'):
+    strategy = getattr(config, name, None)
+    if strategy is None:
+      continue
+    if not isinstance(strategy, (tf.distribute.Strategy, _v1.distribute.Strategy)):
+      raise errors.type_error('RunConfig.%s must be a tf.distribute strategy.' % name,
+                              'Pass e.g. tf.distribute.MirroredStrategy().',
+                              **{name: strategy})
+    if _is_parameter_server(strategy) or _is_multi_worker(strategy):
+      raise errors.value_error(
+          'RunConfig.%s=%s is not supported by this build.' % (name, type(strategy).__name__),
+          'Use MirroredStrategy, CentralStorageStrategy or OneDeviceStrategy on one machine; '
+          'across machines, TPUEstimator(use_tpu=True) with a TF_CONFIG cluster of chief and '
+          'workers (see "Several machines" in the README).', **{name: strategy})
+
+
+def _is_multi_worker(strategy):
+  return type(strategy).__name__.startswith(('MultiWorker', 'CollectiveAllReduce'))
+
+
+def _is_parameter_server(strategy):
+  return 'ParameterServer' in type(strategy).__name__
+
+
 def reject_distribute_config(config):
-  """The Estimator's `train_distribute`/`eval_distribute` are not driven by this build."""
+  """TPUEstimator shards by its own `TPUConfig`: a `train_distribute`/`eval_distribute` in its
+  RunConfig would be ignored, so it is refused."""
   for name in ('train_distribute', 'eval_distribute'):
     value = getattr(config, name, None)
     if value is not None:
       raise errors.value_error(
-          'RunConfig.%s is not supported by tpu_estimator.' % name,
-          'Use TPUEstimator(use_tpu=True) with TPUConfig(num_shards=N): it replicates over '
-          'GPUs or logical CPU devices.', **{name: value})
+          'RunConfig.%s is not used by TPUEstimator, which shards by its TPUConfig.' % name,
+          'Use TPUEstimator(use_tpu=True) with TPUConfig(num_shards=N), or a plain Estimator '
+          'with RunConfig(%s=...).' % name, **{name: value})
