@@ -8,6 +8,7 @@ global step (`iterations` = global step, as the original), the others keep their
 """
 import collections
 import warnings
+import weakref
 
 import tensorflow as tf
 
@@ -55,17 +56,27 @@ def check_features(features):
 
 
 def _model_fn(head, parts, trainer):
+  # Per graph, the names of the variables each part created in its first call: a later call
+  # in the same graph (another replica of a strategy) reuses them and creates none.
+  owned_names = weakref.WeakKeyDictionary()
+
   def model_fn(features, labels, mode, config):
     del config
     logits, update_ops, owned = [], [], []
+    graph = _v1.get_default_graph()
+    first_call = graph not in owned_names
+    names = owned_names.setdefault(graph, [])
     with quiet.internal_calls(), warnings.catch_warnings():  # tf.feature_column's TF1 code
       warnings.filterwarnings('ignore', message='`layer.add_variable` is deprecated')
-      for part in parts:
+      for index, part in enumerate(parts):
         before = {v.name for v in _v1.trainable_variables()}
         part_logits, part_updates = part.build(features, mode, head.logits_dimension)
         logits.append(part_logits)
         update_ops.extend(part_updates)
-        owned.append([v for v in _v1.trainable_variables() if v.name not in before])
+        if first_call:
+          names.append([v.name for v in _v1.trainable_variables() if v.name not in before])
+        by_name = {v.name: v for v in _v1.trainable_variables()}
+        owned.append([by_name[name] for name in names[index]])
     total = logits[0] if len(logits) == 1 else tf.add_n(logits)
     if mode != ModeKeys.TRAIN:
       return head.create_estimator_spec(features, mode, total, labels)
@@ -89,7 +100,13 @@ class Trainer(object):
       optimizers.get_optimizer(part.optimizer, part.learning_rate, argument=part.argument)
 
   def train_op(self, parts, owned, loss, head):
-    """The op training each part's `owned` variables for `loss`."""
+    """The op training each part's `owned` variables for `loss`.  Under a strategy's replicas
+    (RunConfig.train_distribute) a mean loss is divided by their number, as the original did
+    for its Keras optimizers (which sum the replicas' gradients): the update is then the one
+    of one device on all the replicas' rows."""
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1 and head.loss_reduction == head_base.SUM_OVER_BATCH_SIZE:
+      loss *= 1.0 / replicas
     ops = []
     for index, (part, variables) in enumerate(zip(parts, owned)):
       optimizer = optimizers.get_optimizer(part.optimizer, part.learning_rate,

@@ -290,12 +290,16 @@ def check_strategies(config):
       raise errors.type_error('RunConfig.%s must be a tf.distribute strategy.' % name,
                               'Pass e.g. tf.distribute.MirroredStrategy().',
                               **{name: strategy})
-    if _is_parameter_server(strategy) or _is_multi_worker(strategy):
+    if _is_parameter_server(strategy) or (_is_multi_worker(strategy) and
+                                          is_multi_worker(config)):
       raise errors.value_error(
-          'RunConfig.%s=%s is not supported by this build.' % (name, type(strategy).__name__),
-          'Use MirroredStrategy, CentralStorageStrategy or OneDeviceStrategy on one machine; '
-          'across machines, TPUEstimator(use_tpu=True) with a TF_CONFIG cluster of chief and '
-          'workers (see "Several machines" in the README).', **{name: strategy})
+          'RunConfig.%s=%s %sis not supported by this build.' % (
+              name, type(strategy).__name__,
+              '' if _is_parameter_server(strategy) else 'over a TF_CONFIG cluster '),
+          'Use MirroredStrategy, CentralStorageStrategy, OneDeviceStrategy or a one-machine '
+          'MultiWorkerMirroredStrategy; across machines, TPUEstimator(use_tpu=True) with a '
+          'TF_CONFIG cluster of chief and workers (see "Several machines" in the README).',
+          **{name: strategy})
 
 
 def _is_multi_worker(strategy):
