@@ -3,8 +3,9 @@ original (`tf.estimator`, TF 2.15) and on ours (TF 2.21) by tests/test_distribut
 
 Usage: distribute_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of
 tasks {'name': N, 'strategy': S, 'replicas': R, 'context': bool, 'model': 'custom'|'dnn',
-'eval_rows': E}: train 4 steps (per-replica batches of 16 rows, or of 8 rows with input_context:
-the global batch is 16 either way), then evaluate the whole input of E rows.  Reports the
+'eval_rows': E}: train 4 steps (per-replica batches of 16 rows, or with `context` an
+input_fn(input_context) of 8 rows per replica: the global batch is 16 either way), then
+evaluate the whole input of E rows in batches of 16.  Reports the
 variables, the evaluation (keys in order, values) and the first predictions.
 """
 import json
@@ -98,7 +99,7 @@ def estimator_of(task, model_dir):
 def run(task):
   est = estimator_of(task, tempfile.mkdtemp())
   est.train(input_fn_of(96, True, task['context']), steps=4)
-  result = est.evaluate(input_fn_of(task['eval_rows'], False, task['context']))
+  result = est.evaluate(input_fn_of(task['eval_rows'], False, False))
   predictions = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices(
       {'x': X[:4]}).batch(2)))
   return {
