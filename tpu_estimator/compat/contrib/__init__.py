@@ -19,10 +19,11 @@ import types
 
 from tpu_estimator.compat import namespaces
 from tpu_estimator.compat import tf_modules
+from tpu_estimator.compat.contrib import slim_loader
 
 # The contrib modules implemented beside this file (`tpu_estimator.compat.contrib.<name>`).
 IMPLEMENTED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt', 'slim',
-               'framework')
+               'framework', 'lookup')
 
 # tf.contrib modules and what replaced them in TensorFlow 2 (also the hint for a name that a
 # provided module does not hold).
@@ -310,6 +311,7 @@ def install(v2_modules, v1_modules):
   finder = namespaces.finder()
   finder.makers['tensorflow.contrib.'] = _deep_module
   finder.missing['tensorflow.contrib.'] = _missing_module
+  slim_loader.install_import_hook(finder)
   return contrib
 
 

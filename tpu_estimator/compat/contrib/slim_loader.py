@@ -3,6 +3,16 @@
 TensorFlow's `tensorflow.python.layers`, which load the legacy TF layers from `tf_keras` under a
 module path tf_keras 2.16+ moved; `load_tf_slim()` registers that path when tf_keras is
 installed.  Without tf_slim, it raises an AttributeError naming the extra to install.
+
+tf-slim 1.1.0 (the last release) calls TensorFlow-internal names that TensorFlow has since moved
+to other modules and removed from the old ones (`control_flow_ops.cond`, `array_ops.stack`,
+`ops.Tensor`, ...), so `slim.metrics`, `slim.evaluation`, the image decoders and several layers
+die with an AttributeError on TensorFlow 2.15+.  `prepare()` puts each such name back on the
+module tf_slim reads it from, as the public TensorFlow object of the same meaning (`cond` is
+`tf.compat.v1.cond`, ...), only where that module no longer has it; nothing that exists is
+replaced.  It runs before tf_slim is imported through this package (`tf.contrib.slim`,
+`tf.contrib.framework`, ...) and, after `install()`, before a program's own `import tf_slim`
+(the finder hook `install_import_hook`).
 """
 import importlib
 import importlib.util
@@ -29,6 +39,55 @@ def _route_legacy_tf_layers():
         'tf_keras.src.legacy_tf_layers.' + info.name))
 
 
+def _removed_names(tf):
+  """(TensorFlow module tf_slim 1.1.0 reads, name, the public object it stood for)."""
+  v1 = tf.compat.v1
+  return (
+      ('tensorflow.python.ops.control_flow_ops', 'cond', v1.cond),
+      ('tensorflow.python.ops.control_flow_ops', 'case', v1.case),
+      ('tensorflow.python.ops.control_flow_ops', 'while_loop', v1.while_loop),
+      ('tensorflow.python.ops.control_flow_ops', 'Assert', v1.Assert),
+      ('tensorflow.python.ops.array_ops', 'stack', tf.stack),
+      ('tensorflow.python.ops.array_ops', 'unstack', tf.unstack),
+      ('tensorflow.python.framework.ops', 'Tensor', tf.Tensor),
+      ('tensorflow.python.framework.ops', 'IndexedSlices', tf.IndexedSlices),
+      ('tensorflow.python.ops.variable_scope', 'variable', v1.Variable),
+  )
+
+
+class _State:
+  done = False
+  supplied = []  # the `module.name`s prepare() put on TensorFlow
+
+
+def prepare():
+  """Makes TensorFlow hold the names tf_slim reads (see the module docstring) and routes the
+  legacy TF layers; idempotent.  Returns the `module.name`s it supplied (on the first call)."""
+  if _State.done:
+    return []
+  from tpu_estimator.compat import tf_modules  # pylint: disable=import-outside-toplevel
+  tf = tf_modules.real_tf()
+  supplied = []
+  for module_name, name, value in _removed_names(tf):
+    module = importlib.import_module(module_name)
+    if name not in module.__dict__:
+      setattr(module, name, value)
+      supplied.append('%s.%s' % (module_name, name))
+  _State.supplied.extend(supplied)
+  _route_legacy_tf_layers()
+  _State.done = True
+  return supplied
+
+
+def install_import_hook(finder):
+  """Has the compat `LegacyFinder` run `prepare()` when a program imports tf_slim itself."""
+  def before_tf_slim(fullname):
+    if fullname == 'tf_slim' or fullname.startswith('tf_slim.'):
+      prepare()
+    return None  # the import itself goes on as usual
+  finder.makers['tf_slim'] = before_tf_slim
+
+
 def load_tf_slim(qualname='tf.contrib.slim', name=None):
   """The `tf_slim` module; an AttributeError naming `qualname.name` and the extra to install
   when it is missing."""
@@ -39,5 +98,5 @@ def load_tf_slim(qualname='tf.contrib.slim', name=None):
         '%s%s needs the tf_slim package, which is not installed. Install it with: '
         "pip install '%s' (or pip install tf-slim)." % (
             qualname, '.' + name if name else '', _EXTRA)) from None
-  _route_legacy_tf_layers()
+  prepare()
   return tf_slim
