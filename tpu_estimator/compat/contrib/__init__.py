@@ -23,7 +23,7 @@ from tpu_estimator.compat.contrib import slim_loader
 
 # The contrib modules implemented beside this file (`tpu_estimator.compat.contrib.<name>`).
 IMPLEMENTED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt', 'slim',
-               'framework', 'lookup')
+               'framework', 'lookup', 'estimator')
 
 # tf.contrib modules and what replaced them in TensorFlow 2 (also the hint for a name that a
 # provided module does not hold).
@@ -40,7 +40,9 @@ REPLACEMENTS = {
     'distribute': 'tf.distribute',
     'distributions': 'tensorflow_probability.distributions',
     'eager': 'TF2 eager execution and tf.function',
-    'estimator': 'tf.compat.v1.estimator (tpu_estimator)',
+    'estimator': 'tf.estimator (tpu_estimator): a canned estimator with a head '
+                 '(tf.estimator.DNNEstimator, LinearEstimator, ...) in place of the logit_fn '
+                 'builders, RNN and layer-annotation estimators, or your own model_fn',
     'feature_column': 'tf.feature_column',
     'framework': 'tf.compat.v1 (e.g. tf.compat.v1.train.get_or_create_global_step) and the '
                  'tf_slim package (arg_scope)',
