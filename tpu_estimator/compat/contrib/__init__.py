@@ -313,7 +313,7 @@ def install(v2_modules, v1_modules):
   finder = namespaces.finder()
   finder.makers['tensorflow.contrib.'] = _deep_module
   finder.missing['tensorflow.contrib.'] = _missing_module
-  slim_loader.install_import_hook(finder)
+  slim_loader.install_import_hooks(finder)
   return contrib
 
 

@@ -12,7 +12,7 @@ module tf_slim reads it from, as the public TensorFlow object of the same meanin
 `tf.compat.v1.cond`, ...), only where that module no longer has it; nothing that exists is
 replaced.  It runs before tf_slim is imported through this package (`tf.contrib.slim`,
 `tf.contrib.framework`, ...) and, after `install()`, before a program's own `import tf_slim`
-(the finder hook `install_import_hook`).
+(`install_import_hooks`).
 """
 import importlib
 import importlib.util
@@ -20,12 +20,13 @@ import pkgutil
 import sys
 
 _EXTRA = 'tpu-estimator[legacy]'
+_MOVED = 'tf_keras.legacy_tf_layers'
 
 
 def _route_legacy_tf_layers():
   """`tf_keras.legacy_tf_layers[.*]` -> `tf_keras.src.legacy_tf_layers[.*]`, where
   `tensorflow.python.layers` looks for them, when tf_keras is installed."""
-  if 'tf_keras.legacy_tf_layers' in sys.modules:
+  if _MOVED in sys.modules:
     return
   if importlib.util.find_spec('tf_keras') is None:
     return
@@ -61,8 +62,8 @@ class _State:
 
 
 def prepare():
-  """Makes TensorFlow hold the names tf_slim reads (see the module docstring) and routes the
-  legacy TF layers; idempotent.  Returns the `module.name`s it supplied (on the first call)."""
+  """Makes TensorFlow hold the names tf_slim reads (see the module docstring); idempotent.
+  Returns the `module.name`s it supplied (on the first call)."""
   if _State.done:
     return []
   from tpu_estimator.compat import tf_modules  # pylint: disable=import-outside-toplevel
@@ -74,18 +75,33 @@ def prepare():
       setattr(module, name, value)
       supplied.append('%s.%s' % (module_name, name))
   _State.supplied.extend(supplied)
-  _route_legacy_tf_layers()
   _State.done = True
   return supplied
 
 
-def install_import_hook(finder):
-  """Has the compat `LegacyFinder` run `prepare()` when a program imports tf_slim itself."""
+def _legacy_tf_layers(fullname):
+  """`tf_keras.legacy_tf_layers[.*]` (where `tensorflow.python.layers` looks) as tf_keras's
+  `tf_keras.src.legacy_tf_layers[.*]`, imported when first asked for."""
+  if fullname != _MOVED and not fullname.startswith(_MOVED + '.'):
+    return None
+  try:
+    return importlib.import_module('tf_keras.src' + fullname[len('tf_keras'):])
+  except ImportError:
+    return None
+
+
+def install_import_hooks(finder):
+  """After `install()`: `prepare()` now if tf_slim is imported already (the contrib layers
+  import it), else when a program first imports it; `tf_keras.legacy_tf_layers` routed lazily
+  (so tf_keras is imported only when TensorFlow's TF1 layers need it)."""
   def before_tf_slim(fullname):
     if fullname == 'tf_slim' or fullname.startswith('tf_slim.'):
       prepare()
     return None  # the import itself goes on as usual
   finder.makers['tf_slim'] = before_tf_slim
+  finder.makers[_MOVED] = _legacy_tf_layers
+  if 'tf_slim' in sys.modules:
+    prepare()
 
 
 def load_tf_slim(qualname='tf.contrib.slim', name=None):
@@ -98,5 +114,6 @@ def load_tf_slim(qualname='tf.contrib.slim', name=None):
         '%s%s needs the tf_slim package, which is not installed. Install it with: '
         "pip install '%s' (or pip install tf-slim)." % (
             qualname, '.' + name if name else '', _EXTRA)) from None
+  _route_legacy_tf_layers()
   prepare()
   return tf_slim
