@@ -105,3 +105,31 @@ def test_tables_in_estimator_input_fn_and_model_fn():
   got = list(est.predict(input_fn))
   assert [int(p['id']) for p in got] == [1, 0, -1, 2]
   np.testing.assert_allclose([p['value'] for p in got], [20., 10., -1., 30.])
+
+
+def test_table_in_tpu_estimator_input_fn_on_two_shards():
+  """TPUEstimator's input_fn (one pipeline per shard here) builds its table in the host graph;
+  the session initialises it: the looked-up ids feed the model on both shards."""
+  def input_fn(params):
+    words = tf.data.Dataset.from_tensor_slices(['b', 'a', 'nope', 'c'])
+    table = lookup.index_table_from_tensor(['a', 'b', 'c'], num_oov_buckets=1)
+    ids = words.map(table.lookup)
+    return ids.map(lambda i: {'id': i}).repeat().batch(params['batch_size'],
+                                                        drop_remainder=True)
+
+  def model_fn(features, labels, mode, params):
+    del labels, params
+    value = tf.cast(features['id'], tf.float32)
+    loss = tf.reduce_mean(value) * _v1.get_variable('w', initializer=0.)
+    optimizer = te.CrossShardOptimizer(_v1.train.GradientDescentOptimizer(0.))
+    return te.TPUEstimatorSpec(
+        mode, loss=loss, train_op=optimizer.minimize(loss, _v1.train.get_global_step()),
+        eval_metrics=(lambda v: {'mean_id': _v1.metrics.mean(v)}, [value]))
+
+  config = te.RunConfig(model_dir=tempfile.mkdtemp(prefix='contrib_lookup_tpu_'),
+                        tpu_config=te.TPUConfig(iterations_per_loop=1, num_shards=2))
+  est = te.TPUEstimator(model_fn, use_tpu=True, config=config, train_batch_size=4,
+                        eval_batch_size=4)
+  est.train(input_fn, max_steps=1)
+  # ids b, a, nope (the OOV bucket, 3), c: 1, 0, 3, 2
+  np.testing.assert_allclose(est.evaluate(input_fn, steps=1)['mean_id'], 1.5)
