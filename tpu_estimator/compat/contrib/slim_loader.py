@@ -10,9 +10,10 @@ to other modules and removed from the old ones (`control_flow_ops.cond`, `array_
 die with an AttributeError on TensorFlow 2.15+.  `prepare()` puts each such name back on the
 module tf_slim reads it from, as the public TensorFlow object of the same meaning (`cond` is
 `tf.compat.v1.cond`, ...), only where that module no longer has it; nothing that exists is
-replaced.  It runs before tf_slim is imported through this package (`tf.contrib.slim`,
-`tf.contrib.framework`, ...) and, after `install()`, before a program's own `import tf_slim`
-(`install_import_hooks`).
+replaced.  It runs when tf_slim is loaded through this package (`tf.contrib.slim`,
+`tf.contrib.framework`, ...), and from `install()` on: at once when tf_slim is already imported
+(the contrib layers import it), else before a program's own `import tf_slim`
+(`install_import_hooks`, which also routes `tf_keras.legacy_tf_layers` lazily).
 """
 import importlib
 import importlib.util
