@@ -18,7 +18,8 @@ from tpu_estimator import compat
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(REPO, 'tests', 'legacy_programs')
 TIMEOUT = 300
-PROVIDED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt')
+PROVIDED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt', 'lookup',
+            'estimator')
 
 TF1_PROGRAM = '''
 import tensorflow as tf
@@ -127,6 +128,18 @@ def test_what_contrib_does_not_provide_names_itself_and_the_replacement(runs, mo
     assert 'tf.keras.layers' in report[key], key
   assert report['missing/tf.contrib.layers name'].startswith('ERROR AttributeError')
   assert 'tensorflow.contrib.tpu.python.tpu.no_such_module' in report['missing/deep path']
+
+
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_tensorflow_python_keras_is_tf_keras_and_tf_slim_imported_directly_runs(runs, mode):
+  """Under run (tf_keras installed), TF 1.x's tensorflow.python.keras paths give tf.keras's
+  objects, not TensorFlow's internal Keras copy; a program's own `import tf_slim` gets the
+  TensorFlow names tf-slim 1.1.0 calls (gdn, batch_norm and smart_cond on a tensor run)."""
+  report = _report(runs, mode)
+  assert report['python_keras/same objects'] is True
+  missing = report['python_keras/missing']
+  assert missing.startswith('ERROR ModuleNotFoundError') and 'tf_keras' in missing
+  assert report['tf_slim/direct import'] is True
 
 
 @pytest.mark.parametrize('mode', ['tf2', 'tf1'])

@@ -41,7 +41,8 @@ check('form/contrib tpu falls back to tf.compat.v1.tpu',
 for name, attr in (('layers', 'layer_norm'), ('data', 'map_and_batch'),
                    ('metrics', 'streaming_pearson_correlation'), ('training', 'HParams'),
                    ('summary', 'create_file_writer'), ('image', 'transform'),
-                   ('opt', 'AdamWOptimizer')):
+                   ('opt', 'AdamWOptimizer'), ('lookup', 'index_table_from_tensor'),
+                   ('estimator', 'add_metrics')):
   target = (impl % name) + '.' + attr
   check('form/from tensorflow.contrib import %s' % name,
         'from tensorflow.contrib import %s as m\nok = m.%s is %s' % (name, attr, target))
@@ -143,6 +144,34 @@ check('missing/tf.contrib.layers name', 'ok = tf.contrib.layers.no_such_layer')
 check('missing/from tensorflow.contrib.layers import name',
       'from tensorflow.contrib.layers import no_such_layer')
 check('missing/deep path', 'import tensorflow.contrib.tpu.python.tpu.no_such_module')
+
+# --- tensorflow.python.keras is tf.keras's Keras (tf_keras under run) -------------------------
+check('python_keras/same objects',
+      'from tensorflow.python.keras import layers, models, backend\n'
+      'import tensorflow.python.keras.optimizers as optimizers\n'
+      'from tensorflow.python.keras.engine import training, input_spec\n'
+      'ok = (layers.Dense is tf.keras.layers.Dense and models.Sequential is tf.keras.Sequential '
+      'and training.Model is tf.keras.Model and input_spec.InputSpec is tf.keras.layers.InputSpec'
+      ' and backend.epsilon() == 1e-07 and layers.Dense.__module__.startswith("tf_keras.") and '
+      'optimizers.Adam.__module__.startswith("tf_keras."))')
+check('python_keras/missing', 'import tensorflow.python.keras.no_such_module')
+
+# --- a program's own `import tf_slim`: the names tf-slim 1.1.0 calls and TF removed ------------
+check('tf_slim/direct import',
+      'import tf_slim\n'
+      'from tensorflow.python.ops import control_flow_ops, array_ops\n'
+      'g = tf.Graph()\n'
+      'with g.as_default():\n'
+      '  x = tf.ones([2, 4, 4, 3])\n'
+      '  training = tf.compat.v1.placeholder_with_default(True, [])\n'
+      '  y = tf_slim.layers.gdn(x)\n'
+      '  z = tf_slim.batch_norm(x, is_training=training)\n'
+      '  c = tf_slim.layers.utils.smart_cond(training, lambda: x * 2., lambda: x)\n'
+      '  with tf.compat.v1.Session() as s:\n'
+      '    s.run(tf.compat.v1.global_variables_initializer())\n'
+      '    got = s.run(c)\n'
+      'ok = bool(control_flow_ops.cond is tf.compat.v1.cond and array_ops.stack is tf.stack '
+      'and got.sum() == 2. * 2 * 4 * 4 * 3)')
 
 # --- a third-party library these programs import at module level -----------------------------
 check('third_party/tensorflow_hub', 'import tensorflow_hub as hub\n'

@@ -12,6 +12,8 @@ a program that never calls `install()` sees TensorFlow exactly as shipped.
   `tf.contrib.cluster_resolver`): with no TPU named or configured, it resolves to the local
   machine instead of raising (see `compat.cluster_resolver`);
 - `tf.contrib` (on `tensorflow` and `tensorflow.compat.v1`): see `compat.contrib`;
+- `tensorflow.python.keras[.*]`: tf_keras when `tf.keras` is tf_keras (see
+  `compat.python_keras`);
 and registers in `sys.modules` the import paths legacy code used: `tensorflow.estimator[.*]`,
 `tensorflow.compat.v1.estimator[.*]`, `tensorflow.compat.v2.estimator[.*]`,
 `tensorflow_estimator[.*]`, TF 1.x's `tensorflow.python.estimator.*`, `tensorflow.contrib[.*]`,
@@ -21,7 +23,7 @@ plus `tensorflow.compat[.v1|.v2]` (the patched objects).
 The parts, each in its module: `namespaces` (the estimator namespace tables and the shared
 import machinery), `contrib` (tf.contrib), `tf1` (the --tf1 mode and the hint that points TF 1.x
 programs to it), `legacy_keras` (tf.compat.v1.layers on tf_keras), `cluster_resolver` (the
-local-machine TPUClusterResolver), `tf_modules` (TensorFlow's
+local-machine TPUClusterResolver), `python_keras` (tensorflow.python.keras), `tf_modules` (TensorFlow's
 module objects).  Names the original had but this package does not provide raise an error
 saying so and what to use instead.
 """
@@ -30,6 +32,7 @@ from tpu_estimator.compat import contrib as _contrib
 from tpu_estimator.compat.legacy_keras import legacy_keras_available
 from tpu_estimator.compat.legacy_keras import use_legacy_keras
 from tpu_estimator.compat import namespaces as _namespaces
+from tpu_estimator.compat import python_keras as _python_keras
 from tpu_estimator.compat import tf1 as _tf1
 from tpu_estimator.compat.tf1 import tf1_hint
 from tpu_estimator.compat import tf_modules as _tf_modules
@@ -57,6 +60,7 @@ def install(tf1=False):
     if tpu is not None:
       _tf_modules.set_attr(tpu, 'CrossShardOptimizer', te.CrossShardOptimizer)
   _cluster_resolver.install(v2_modules + v1_modules)
+  _python_keras.install()
   contrib = _contrib.install(v2_modules, v1_modules)  # imports TensorFlow 2: before the switch
   if tf1:
     _tf1.install_tf1(contrib, _namespaces.build()['_v1'])

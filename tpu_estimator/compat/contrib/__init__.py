@@ -19,10 +19,11 @@ import types
 
 from tpu_estimator.compat import namespaces
 from tpu_estimator.compat import tf_modules
+from tpu_estimator.compat.contrib import slim_loader
 
 # The contrib modules implemented beside this file (`tpu_estimator.compat.contrib.<name>`).
 IMPLEMENTED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt', 'slim',
-               'framework')
+               'framework', 'lookup', 'estimator')
 
 # tf.contrib modules and what replaced them in TensorFlow 2 (also the hint for a name that a
 # provided module does not hold).
@@ -39,7 +40,9 @@ REPLACEMENTS = {
     'distribute': 'tf.distribute',
     'distributions': 'tensorflow_probability.distributions',
     'eager': 'TF2 eager execution and tf.function',
-    'estimator': 'tf.compat.v1.estimator (tpu_estimator)',
+    'estimator': 'tf.estimator (tpu_estimator): a canned estimator with a head '
+                 '(tf.estimator.DNNEstimator, LinearEstimator, ...) in place of the logit_fn '
+                 'builders, RNN and layer-annotation estimators, or your own model_fn',
     'feature_column': 'tf.feature_column',
     'framework': 'tf.compat.v1 (e.g. tf.compat.v1.train.get_or_create_global_step) and the '
                  'tf_slim package (arg_scope)',
@@ -310,6 +313,7 @@ def install(v2_modules, v1_modules):
   finder = namespaces.finder()
   finder.makers['tensorflow.contrib.'] = _deep_module
   finder.missing['tensorflow.contrib.'] = _missing_module
+  slim_loader.install_import_hooks(finder)
   return contrib
 
 

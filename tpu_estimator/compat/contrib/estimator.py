@@ -1,0 +1,222 @@
+"""`tf.contrib.estimator`: TF 1.15's estimator extensions, on tpu_estimator.
+
+- `add_metrics(estimator, metric_fn)`: tpu_estimator's `add_metrics` (`tf.estimator.add_metrics`)
+  when this build has it, else the version here: a new Estimator, same model_fn, model_dir,
+  config and params, whose evaluation adds `metric_fn`'s metrics (they win over the model's on
+  a name clash).
+- `forward_features(estimator, keys=None, sparse_default_values=None)`: a new Estimator whose
+  predictions (and default serving signature, when it is a PredictOutput) also hold the named
+  features.
+- `clip_gradients_by_norm(optimizer, clip_norm)`: the optimizer, with gradients clipped to a
+  global norm of `clip_norm` before they are applied.
+- `export_all_saved_models` / `export_saved_model_for_mode`: the Estimator's
+  `experimental_export_all_saved_models` / `export_saved_model` (PREDICT is exported).
+- the head factories (`binary_classification_head`, `multi_class_head`, ...:
+  `tpu_estimator.canned.heads`), the early-stopping hooks, `InMemoryEvaluatorHook`,
+  `make_stop_at_checkpoint_step_hook`, `read_eval_metrics` (`tpu_estimator.experimental`).
+
+`replicate_model_fn` / `TowerOptimizer` (TF 1.x in-graph multi-GPU) raise an error naming the
+replacement: `TPUEstimator(use_tpu=True)` with `TPUConfig(num_shards=N)`, which replicates over
+GPUs or CPU devices here.  Any other name raises an AttributeError naming what to use.
+"""
+import tensorflow as tf
+
+import tpu_estimator as _te
+from tpu_estimator.canned import heads as _heads
+from tpu_estimator.distribute import input_fn as _input_fn
+from tpu_estimator import experimental as _experimental
+
+_v1 = tf.compat.v1
+_ModeKeys = _te.ModeKeys
+
+binary_classification_head = _heads.binary_classification_head
+logistic_regression_head = _heads.logistic_regression_head
+multi_class_head = _heads.multi_class_head
+multi_head = _heads.multi_head
+multi_label_head = _heads.multi_label_head
+poisson_regression_head = _heads.poisson_regression_head
+regression_head = _heads.regression_head
+
+InMemoryEvaluatorHook = _experimental.InMemoryEvaluatorHook
+make_early_stopping_hook = _experimental.make_early_stopping_hook
+make_stop_at_checkpoint_step_hook = _experimental.make_stop_at_checkpoint_step_hook
+read_eval_metrics = _experimental.read_eval_metrics
+stop_if_higher_hook = _experimental.stop_if_higher_hook
+stop_if_lower_hook = _experimental.stop_if_lower_hook
+stop_if_no_decrease_hook = _experimental.stop_if_no_decrease_hook
+stop_if_no_increase_hook = _experimental.stop_if_no_increase_hook
+
+__all__ = [
+    'InMemoryEvaluatorHook', 'TowerOptimizer', 'add_metrics', 'binary_classification_head',
+    'clip_gradients_by_norm', 'export_all_saved_models', 'export_saved_model_for_mode',
+    'forward_features', 'logistic_regression_head', 'make_early_stopping_hook',
+    'make_stop_at_checkpoint_step_hook', 'multi_class_head', 'multi_head', 'multi_label_head',
+    'poisson_regression_head', 'read_eval_metrics', 'regression_head', 'replicate_model_fn',
+    'stop_if_higher_hook', 'stop_if_lower_hook', 'stop_if_no_decrease_hook',
+    'stop_if_no_increase_hook']
+
+_METRIC_FN_ARGS = ('features', 'labels', 'predictions', 'config')
+
+
+def add_metrics(estimator, metric_fn):
+  """A new Estimator like `estimator` whose evaluation also reports `metric_fn`'s metrics."""
+  return getattr(_te, 'add_metrics', _add_metrics)(estimator, metric_fn)
+
+
+def _wrap(estimator, change_spec):
+  """A new Estimator (same model_dir, config, params) whose model_fn returns
+  `change_spec(spec, features, labels, mode, config)` of `estimator`'s spec."""
+  inner = estimator.model_fn
+
+  def model_fn(features, labels, mode, params, config):
+    kwargs = _input_fn.accepted_kwargs(inner, labels=labels, mode=mode, params=params,
+                                       config=config)
+    spec = inner(features=features, **kwargs)
+    return change_spec(spec, features, labels, mode, config)
+  return _te.Estimator(model_fn, model_dir=estimator.model_dir, config=estimator.config,
+                       params=estimator.params)
+
+
+def _add_metrics(estimator, metric_fn):
+  """This package's own `add_metrics`, for builds without `tpu_estimator.add_metrics`."""
+  args = _input_fn.fn_args(metric_fn)
+  unknown = sorted(set(args) - set(_METRIC_FN_ARGS))
+  if unknown:
+    raise ValueError('metric_fn (%s) has arguments %s; it may take only %s.' % (
+        metric_fn, unknown, ', '.join(_METRIC_FN_ARGS)))
+
+  def change_spec(spec, features, labels, mode, config):
+    if mode != _ModeKeys.EVAL:
+      return spec
+    available = {'features': features, 'labels': labels, 'predictions': spec.predictions,
+                 'config': config}
+    added = metric_fn(**{name: available[name] for name in args})
+    if not isinstance(added, dict):
+      raise TypeError('metric_fn must return a dict of metric name -> (value, update_op), '
+                      'got %r.' % (added,))
+    metrics = dict(spec.eval_metric_ops or {})
+    metrics.update(added)
+    return spec._replace(eval_metric_ops=metrics)
+  return _wrap(estimator, change_spec)
+
+
+def _forwarded(features, keys, sparse_default_values):
+  """{key: the dense feature tensor} for the keys to forward."""
+  if not isinstance(features, dict):
+    raise ValueError('forward_features needs the features to be a dict, got %r.' % (features,))
+  out = {}
+  for key in (sorted(features) if keys is None else keys):
+    if key not in features:
+      raise ValueError('Feature %r to forward is not among the features (%s).' % (
+          key, ', '.join(sorted(features))))
+    value = features[key]
+    if isinstance(value, tf.SparseTensor):
+      if key not in sparse_default_values:
+        raise ValueError('Feature %r is a SparseTensor: give its default value in '
+                         'sparse_default_values, or leave it out of keys.' % key)
+      value = tf.sparse.to_dense(value, default_value=sparse_default_values[key])
+    out[key] = value
+  return out
+
+
+def forward_features(estimator, keys=None, sparse_default_values=None):
+  """A new Estimator like `estimator` whose predictions also hold the features `keys` (a
+  name, a list of names, or None: every feature); sparse ones named in
+  `sparse_default_values` are made dense with that default.  A key already in the predictions
+  is a ValueError (no override)."""
+  if isinstance(keys, str):
+    keys = [keys]
+  sparse_default_values = dict(sparse_default_values or {})
+
+  def change_spec(spec, features, labels, mode, config):
+    del labels, config
+    if mode != _ModeKeys.PREDICT:
+      return spec
+    if not isinstance(spec.predictions, dict):
+      raise ValueError('forward_features needs the predictions to be a dict, got %r.' % (
+          spec.predictions,))
+    forwarded = _forwarded(features, keys, sparse_default_values)
+    clash = sorted(set(forwarded) & set(spec.predictions))
+    if clash:
+      raise ValueError('Cannot forward features %s: the predictions already hold them.'
+                       % clash)
+    predictions = dict(spec.predictions, **forwarded)
+    outputs = dict(spec.export_outputs or {})
+    serving = _v1.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    if isinstance(outputs.get(serving), _te.export.PredictOutput):
+      outputs[serving] = _te.export.PredictOutput(dict(outputs[serving].outputs, **forwarded))
+    return spec._replace(predictions=predictions, export_outputs=outputs or None)
+  return _wrap(estimator, change_spec)
+
+
+class _ClippedOptimizer(_v1.train.Optimizer):
+  """A TF1 optimizer that clips the gradients of another to a global norm, then applies them
+  with it (its slots and variables are the inner optimizer's)."""
+
+  def __init__(self, optimizer, clip_norm):
+    super().__init__(use_locking=False, name='ClipByNorm' + optimizer.get_name())
+    self._optimizer = optimizer
+    self._clip_norm = clip_norm
+
+  def compute_gradients(self, *args, **kwargs):
+    pairs = self._optimizer.compute_gradients(*args, **kwargs)
+    grads, variables = zip(*pairs) if pairs else ((), ())
+    clipped, _ = tf.clip_by_global_norm(list(grads), self._clip_norm)
+    return list(zip(clipped, variables))
+
+  def apply_gradients(self, *args, **kwargs):
+    return self._optimizer.apply_gradients(*args, **kwargs)
+
+  def get_slot(self, *args, **kwargs):
+    return self._optimizer.get_slot(*args, **kwargs)
+
+  def get_slot_names(self, *args, **kwargs):
+    return self._optimizer.get_slot_names(*args, **kwargs)
+
+  def variables(self):
+    return self._optimizer.variables()
+
+
+def clip_gradients_by_norm(optimizer, clip_norm):
+  """`optimizer` (a tf.compat.v1.train.Optimizer) with its gradients clipped to a global norm
+  of `clip_norm` before they are applied."""
+  return _ClippedOptimizer(optimizer, clip_norm)
+
+
+def export_all_saved_models(estimator, export_dir_base, input_receiver_fn_map,
+                            assets_extra=None, as_text=False, checkpoint_path=None):
+  """`estimator.experimental_export_all_saved_models(...)`: the SavedModel's path."""
+  return estimator.experimental_export_all_saved_models(
+      export_dir_base, input_receiver_fn_map, assets_extra=assets_extra, as_text=as_text,
+      checkpoint_path=checkpoint_path)
+
+
+def export_saved_model_for_mode(estimator, export_dir_base, input_receiver_fn,
+                                assets_extra=None, as_text=False, checkpoint_path=None,
+                                mode=_ModeKeys.PREDICT):
+  """`estimator.export_saved_model(...)` for `mode` (PREDICT)."""
+  return estimator.export_saved_model(
+      export_dir_base, input_receiver_fn, assets_extra=assets_extra, as_text=as_text,
+      checkpoint_path=checkpoint_path, experimental_mode=mode)
+
+
+_REPLICATE = ('tf.contrib.estimator.%s (TF 1.x in-graph multi-GPU towers) is not provided by '
+              'tpu_estimator: use TPUEstimator(model_fn, use_tpu=True, config=RunConfig('
+              'tpu_config=TPUConfig(num_shards=N))) with the optimizer wrapped in '
+              'CrossShardOptimizer; it replicates model_fn over N GPUs or CPU devices '
+              '(tf.distribute.MirroredStrategy as RunConfig(train_distribute=...) is not driven '
+              'by this build).')
+
+
+def replicate_model_fn(model_fn, loss_reduction=None, devices=None):
+  del model_fn, loss_reduction, devices
+  raise NotImplementedError(_REPLICATE % 'replicate_model_fn')
+
+
+class TowerOptimizer:
+  """Stands for TF 1.x's tower optimizer: constructing it raises the error naming the
+  replacement."""
+
+  def __init__(self, optimizer_or_optimizer_fn):
+    del optimizer_or_optimizer_fn
+    raise NotImplementedError(_REPLICATE % 'TowerOptimizer')
