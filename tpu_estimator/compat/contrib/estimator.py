@@ -16,8 +16,8 @@
   `make_stop_at_checkpoint_step_hook`, `read_eval_metrics` (`tpu_estimator.experimental`).
 
 `replicate_model_fn` / `TowerOptimizer` (TF 1.x in-graph multi-GPU) raise an error naming the
-replacement: `TPUEstimator(use_tpu=True)` with `TPUConfig(num_shards=N)`, which replicates over
-GPUs or CPU devices here.  Any other name raises an AttributeError naming what to use.
+replacements: `RunConfig(train_distribute=tf.distribute.MirroredStrategy())`, or
+`TPUEstimator(use_tpu=True)` with `TPUConfig(num_shards=N)`.  Any other name raises an AttributeError naming what to use.
 """
 import tensorflow as tf
 
@@ -201,11 +201,11 @@ def export_saved_model_for_mode(estimator, export_dir_base, input_receiver_fn,
 
 
 _REPLICATE = ('tf.contrib.estimator.%s (TF 1.x in-graph multi-GPU towers) is not provided by '
-              'tpu_estimator: use TPUEstimator(model_fn, use_tpu=True, config=RunConfig('
-              'tpu_config=TPUConfig(num_shards=N))) with the optimizer wrapped in '
-              'CrossShardOptimizer; it replicates model_fn over N GPUs or CPU devices '
-              '(tf.distribute.MirroredStrategy as RunConfig(train_distribute=...) is not driven '
-              'by this build).')
+              'tpu_estimator: pass the unwrapped model_fn and optimizer to an Estimator with '
+              'RunConfig(train_distribute=tf.distribute.MirroredStrategy()), which replicates '
+              'model_fn over the GPUs (TensorFlow\'s replacement), or use TPUEstimator(model_fn, '
+              'use_tpu=True, config=RunConfig(tpu_config=TPUConfig(num_shards=N))) with the '
+              'optimizer wrapped in CrossShardOptimizer.')
 
 
 def replicate_model_fn(model_fn, loss_reduction=None, devices=None):
