@@ -125,3 +125,28 @@ def test_launch_stops_the_other_tasks_when_one_fails(tmp_path):
   assert result.returncode == 3
   assert time.time() - started < 60
   assert 'task exit codes' in result.stderr
+
+
+STRATEGY_PROGRAM = os.path.join(os.path.dirname(__file__), 'multiworker', 'strategy_program.py')
+
+
+def test_estimator_train_distribute_multi_worker_equals_local_replicas(tmp_path):
+  """RunConfig(train_distribute=MultiWorkerMirroredStrategy()) made eagerly at the top of the
+  program (its task server already started), a chief and a worker: each reads its shard through
+  input_fn(input_context) and they train as two local replicas on the same rows."""
+  cluster_out, local_out = tmp_path / 'cluster_out', tmp_path / 'local_out'
+  cluster_out.mkdir()
+  local_out.mkdir()
+  local = subprocess.Popen([sys.executable, STRATEGY_PROGRAM, 'local', str(tmp_path / 'local'),
+                            '10', str(local_out)], env=_env())
+  codes = launcher.launch([STRATEGY_PROGRAM, 'cluster', str(tmp_path / 'cluster'), '10',
+                           str(cluster_out)], 2, env=_env(), timeout=240)
+  assert local.wait(240) == 0
+  assert codes == [0, 0]
+  cluster, (reference,) = _results(str(cluster_out)), _results(str(local_out)).values()
+  assert set(cluster) == {'chief0', 'worker0'}
+  assert sorted((t['pipelines'], t['pipeline_id']) for t in cluster.values()) == [(2, 0), (2, 1)]
+  for task in cluster.values():
+    assert task['global_step'] == 10
+    np.testing.assert_allclose(task['kernel'], reference['kernel'], atol=1e-5)
+  assert os.path.exists(tmp_path / 'cluster' / 'model.ckpt-10.index')

@@ -303,3 +303,9 @@ def loss_scaled_by_optimizer(graph):
   Estimator loss scaling): the reported loss is then their mean, else their sum, as
   tf.estimator reported it."""
   return bool(getattr(graph, '_is_loss_scaled_by_optimizer', False))
+
+
+def collective_server_started(strategy):
+  """Whether a MultiWorkerMirroredStrategy made eagerly started its task's gRPC server in the
+  eager context (then no other server may bind the task's port)."""
+  return bool(getattr(strategy.extended, '_std_server_started', False))

@@ -86,7 +86,7 @@ class OneDevice:
     del compile_loop
     strategy = strategy_for(mode, config)
     replicas = replication.single_device() if strategy is None else \
-        replication.of_strategy(strategy)
+        replication.of_strategy(strategy, config)
     return Plan(mode=mode, replicas=replicas, sharded=False, loop=False,
                 ipl=None, input_batch=None, model_batch=None,
                 input_mode=InputPipelineConfig.PER_HOST_V1,

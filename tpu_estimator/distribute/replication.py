@@ -163,15 +163,24 @@ class MultiWorkerReplicas(Replicas):
   `DEFAULT_OPERATION_TIMEOUT_MS` (a `DeadlineExceededError` ends training on the survivors).
   """
 
-  def __init__(self, cluster_spec, task_type, task_id, worker_index, num_workers):
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        cluster_spec, task_type=task_type, task_id=task_id, rpc_layer='grpc')
-    self.strategy = _v1.distribute.experimental.MultiWorkerMirroredStrategy(
-        cluster_resolver=resolver)
+  def __init__(self, cluster_spec, task_type, task_id, worker_index, num_workers, strategy=None):
+    """`strategy`: the user's MultiWorkerMirroredStrategy (RunConfig.train_distribute), else
+    one is made for the cluster."""
+    if strategy is None:
+      resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+          cluster_spec, task_type=task_type, task_id=task_id, rpc_layer='grpc')
+      strategy = _v1.distribute.experimental.MultiWorkerMirroredStrategy(
+          cluster_resolver=resolver)
+    self.strategy = strategy
     self.devices = tuple(self.strategy.extended.worker_devices)
     self.kind = 'multi_worker'
     self.num_workers = num_workers
     self.worker_index = worker_index
+    if _tf_internals.collective_server_started(strategy):
+      # A strategy made eagerly started this task's server in TensorFlow's eager context
+      # (its port is taken): sessions run on it.
+      self.master = 'grpc://' + cluster_spec.task_address(task_type, task_id)
+      return
     key = (str(cluster_spec.as_dict()), task_type, task_id)
     if key not in _SERVERS:
       _SERVERS[key] = tf.distribute.Server(
@@ -266,11 +275,15 @@ def single_device():
   return Replicas(['/gpu:0' if _physical_gpus() else '/cpu:0'], 'single')
 
 
-def of_strategy(strategy):
+def of_strategy(strategy, config):
   """The replicas of a `tf.distribute` strategy the user gave the Estimator
   (`RunConfig(train_distribute=..., eval_distribute=...)`, checked by `check_strategies`): its
   own devices and strategy, run by the same `Replicas.run` as TPUEstimator's (the strategy is
   kept even for one replica: it places the variables, e.g. `OneDeviceStrategy('/gpu:1')`)."""
+  workers = _training_workers(config)
+  if _is_multi_worker(strategy) and workers is not None:
+    return MultiWorkerReplicas(config.cluster_spec, config.task_type, config.task_id, *workers,
+                               strategy=strategy)
   devices = tuple(strategy.extended.worker_devices)
   if len(devices) == 1:
     kind = 'single'
@@ -291,14 +304,15 @@ def check_strategies(config):
                               'Pass e.g. tf.distribute.MirroredStrategy().',
                               **{name: strategy})
     if _is_parameter_server(strategy) or (_is_multi_worker(strategy) and
+                                          name == 'eval_distribute' and
                                           is_multi_worker(config)):
       raise errors.value_error(
           'RunConfig.%s=%s %sis not supported by this build.' % (
               name, type(strategy).__name__,
               '' if _is_parameter_server(strategy) else 'over a TF_CONFIG cluster '),
-          'Use MirroredStrategy, CentralStorageStrategy, OneDeviceStrategy or a one-machine '
-          'MultiWorkerMirroredStrategy; across machines, TPUEstimator(use_tpu=True) with a '
-          'TF_CONFIG cluster of chief and workers (see "Several machines" in the README).',
+          'Train with MirroredStrategy, CentralStorageStrategy, OneDeviceStrategy or '
+          'MultiWorkerMirroredStrategy (TF_CONFIG clusters of chief and workers); evaluate '
+          'on one machine (an evaluator task, eval_distribute=None or a local strategy).',
           **{name: strategy})
 
 
