@@ -27,7 +27,8 @@ def object_scaffold(clone, global_step, optimizer=None):
   if optimizer is not None:
     _tf_internals.track_child(clone, optimizer, 'optimizer')
   _tf_internals.track_child(clone, global_step, 'estimator_global_step')
-  saver = _v1.train.Saver(var_list=_tf_internals.object_graph_saveables(clone), sharded=True)
+  saver = _v1.train.Saver(var_list=_tf_internals.object_graph_saveables(clone),
+                          sharded=True)
   return _v1.train.Scaffold(saver=saver)
 
 
