@@ -118,3 +118,9 @@ def eager_classes_kept(backend, model):
             cls.__new__(cls)
           except Exception:  # pylint: disable=broad-except
             pass  # a class that cannot be made bare was not switched by its own __new__
+
+
+def graph_variables(weights):
+  """The tf.Variables behind Keras weights (tf_keras: the weights; Keras 3: their `.value`)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return [w if isinstance(w, tf.Variable) else w.value for w in weights]

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import warm_starting
+from tpu_estimator.keras_models import backends
 
 _v1 = tf.compat.v1
 KERAS_DIR = 'keras'
@@ -32,11 +33,6 @@ def object_scaffold(clone, global_step, optimizer=None):
   return _v1.train.Scaffold(saver=saver)
 
 
-def _graph_variable(weight):
-  """The tf.Variable behind a Keras weight (tf_keras: itself; Keras 3: its `.value`)."""
-  return weight if isinstance(weight, tf.Variable) else weight.value
-
-
 def write_keras_weights(build_clone, keras_model, model_dir, session_config=None, seed=None):
   """Writes `keras_model`'s current weights into `model_dir/keras/` under the variable names
   `build_clone()` gives them in a graph; returns (checkpoint path, variable names).  An
@@ -47,7 +43,7 @@ def write_keras_weights(build_clone, keras_model, model_dir, session_config=None
   with tf.Graph().as_default():
     if seed is not None:
       _v1.set_random_seed(seed)
-    variables = [_graph_variable(w) for w in build_clone().weights]
+    variables = backends.graph_variables(build_clone().weights)
     names = [v.op.name for v in variables]
     if tf.train.latest_checkpoint(keras_dir):
       return path, names
@@ -65,4 +61,4 @@ def warm_start_settings(path, names):
   """Warm-starting every variable in `names` (the model's weights, its BatchNormalization
   statistics included) from `path`."""
   return warm_starting.WarmStartSettings(
-      path, vars_to_warm_start=['^%s(:0)?$' % re.escape(n) for n in names])
+      path, vars_to_warm_start='^(%s)(:0)?$' % '|'.join(re.escape(n) for n in names))

@@ -106,25 +106,22 @@ def metric_object(backend, identifier, loss_fn, y_true, y_pred):
     resolved = '%s_%s' % (kind, 'accuracy' if identifier in _ACCURACY else 'crossentropy')
   metric = keras.metrics.get(resolved)
   if isinstance(metric, keras.metrics.Metric):
-    metric = type(metric).from_config(metric.get_config())
+    if metric is resolved:  # the user's object: a fresh copy of it (its state is its own)
+      metric = type(metric).from_config(metric.get_config())
     return (identifier if isinstance(identifier, str) else metric.name), metric
   name = identifier if isinstance(identifier, str) else getattr(metric, '__name__', 'metric')
   return name, keras.metrics.MeanMetricWrapper(metric, name=name)
 
 
-def _as_local(variables):
-  """Moves `variables` from the graph's global variables to its local ones: metric state is
-  initialized for each evaluation and never saved."""
+def _as_local(first):
+  """Moves the global variables from index `first` on (a metric's state, made since) to the
+  graph's local variables: metric state is initialized for each evaluation, never saved."""
   graph = _v1.get_default_graph()
   global_ref = graph.get_collection_ref(_v1.GraphKeys.GLOBAL_VARIABLES)
   local_ref = graph.get_collection_ref(_v1.GraphKeys.LOCAL_VARIABLES)
-  for variable in variables:
-    variable = getattr(variable, 'value', variable) if not isinstance(
-        variable, tf.Variable) else variable
-    if variable in global_ref:
-      global_ref.remove(variable)
-    if variable not in local_ref:
-      local_ref.append(variable)
+  made = global_ref[first:]
+  del global_ref[first:]
+  local_ref.extend(made)
 
 
 def _new_assignments(graph, before):
@@ -140,7 +137,6 @@ def metric_pair(backend, metric, y_true, y_pred, weights):
   update = metric.update_state(y_true, y_pred, sample_weight=weights)
   if update is None or not backend.is_tf_keras:  # Keras 3 returns nothing in a graph
     update = tf.group(*_new_assignments(graph, before))
-  _as_local(metric.variables)
   with tf.control_dependencies(None):
     value = tf.identity(metric.result())
   return value, update
@@ -153,7 +149,9 @@ def metric_ops(backend, metrics, losses, names, targets, outputs, weights):
     if entries is None:
       continue
     for entry in (entries if isinstance(entries, (list, tuple)) else [entries]):
+      first = len(_v1.global_variables())
       name, metric = metric_object(backend, entry, losses[i], targets[i], outputs[i])
       key = name if len(names) == 1 else '%s_%s' % (names[i], name)
       ops[key] = metric_pair(backend, metric, targets[i], outputs[i], weights[i])
+      _as_local(first)
   return ops

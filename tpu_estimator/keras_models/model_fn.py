@@ -40,10 +40,13 @@ def build_clone(source):
     return type(model).from_config(model.get_config())
 
 
-def _new_updates(graph, before):
+def _new_updates(graph, before, first_variable):
   """State updates (BatchNormalization statistics, ...) the forward pass added, without the
-  initializers of variables it created (a subclassed model builds on its first call)."""
-  initializers = set(v.initializer for v in _v1.global_variables())
+  initializers of the variables it created (a subclassed model builds on its first call)."""
+  initializers = set()
+  for variable in _v1.global_variables()[first_variable:]:
+    for part in getattr(variable, 'values', None) or (variable,):  # a mirrored one's copies
+      initializers.add(part.initializer)
   kinds = ('AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp')
   return [op for op in graph.get_operations()[before:]
           if op.type in kinds and op not in initializers]
@@ -56,9 +59,9 @@ def _forward(source, features, mode):
   inputs = io.model_inputs(getattr(source.model, 'inputs', None) if source.graph_network
                            else None, names, features)
   graph = _v1.get_default_graph()
-  before = len(graph.get_operations())
+  before, first_variable = len(graph.get_operations()), len(_v1.global_variables())
   outputs = clone(inputs, training=(mode == ModeKeys.TRAIN))
-  updates = _new_updates(graph, before) if mode == ModeKeys.TRAIN else []
+  updates = _new_updates(graph, before, first_variable) if mode == ModeKeys.TRAIN else []
   if isinstance(outputs, dict):
     outputs = [outputs[n] for n in source.output_names]
   elif not isinstance(outputs, (list, tuple)):
@@ -105,7 +108,8 @@ def metric_ops(source, losses, targets, outputs, weights):
 
 def _train_op(source, clone, loss, updates):
   global_step = _v1.train.get_or_create_global_step()
-  op, keras_optimizer = optimizers.train_op(source.optimizer, loss, clone.trainable_weights,
+  op, keras_optimizer = optimizers.train_op(source.optimizer, loss,
+                                            backends.graph_variables(clone.trainable_weights),
                                             global_step, source.sharded)
   return tf.group(op, *updates), keras_optimizer
 
