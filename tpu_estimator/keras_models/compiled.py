@@ -134,7 +134,10 @@ def metric_pair(backend, metric, y_true, y_pred, weights):
   """`(value, update_op)` of a fresh Keras metric object in the current graph."""
   graph = _v1.get_default_graph()
   before = len(graph.get_operations())
-  update = metric.update_state(y_true, y_pred, sample_weight=weights)
+  # Every write waits for this batch: a count of a static batch size would otherwise also
+  # run in the session.run that finds the input exhausted.
+  with tf.control_dependencies([t for t in (y_true, y_pred, weights) if t is not None]):
+    update = metric.update_state(y_true, y_pred, sample_weight=weights)
   if update is None or not backend.is_tf_keras:  # Keras 3 returns nothing in a graph
     update = tf.group(*_new_assignments(graph, before))
   with tf.control_dependencies(None):

@@ -99,7 +99,8 @@ def source_of(model, custom_objects=None, checkpoint_format='saver', metric_name
       weighted_metrics=compile_config.get('weighted_metrics'),
       optimizer=optimizers.plan(backend, optimizer, sharded),
       object_checkpoint=object_checkpoint, metric_names_map=metric_names_map,
-      export_outputs=_check_export_outputs(export_outputs, names), sharded=sharded)
+      export_outputs=_check_export_outputs(export_outputs, names), sharded=sharded,
+      warm_start=None)
 
 
 def _config_and_dir(config, model_dir, sharded_config_type):
@@ -116,8 +117,9 @@ def _config_and_dir(config, model_dir, sharded_config_type):
 
 
 def _warm_start(source, model, config):
-  """WarmStartSettings from the Keras model's current weights (written to model_dir/keras/),
-  or None for a subclassed model, which the estimator re-creates freshly initialized."""
+  """(checkpoint path, variable names) of the Keras model's current weights, written to
+  model_dir/keras/; None for a subclassed model, which the estimator re-creates freshly
+  initialized."""
   if not source.graph_network:
     if getattr(model, 'built', False):
       logging.warning('A subclassed Keras model cannot pass its current weights to the '
@@ -126,10 +128,9 @@ def _warm_start(source, model, config):
   if not config.is_chief:
     return None
   with backends.eager_classes_kept(source.backend, model):
-    path, names = checkpoints.write_keras_weights(
+    return checkpoints.write_keras_weights(
         lambda: model_fn_lib.build_clone(source), model, config.model_dir,
         config.session_config, config.tf_random_seed)
-  return checkpoints.warm_start_settings(path, names)
 
 
 def model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=None,
@@ -157,12 +158,14 @@ def model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=N
                      export_outputs, sharded)
   config = _config_and_dir(config, model_dir, config_lib.RunConfig)
   warm_start = _warm_start(source, model, config)
-  model_fn = model_fn_lib.make_model_fn(source)
-  if sharded:
+  if sharded:  # every replica's copy set by the model_fn's scaffold (see checkpoints)
+    model_fn = model_fn_lib.make_model_fn(source._replace(warm_start=warm_start))
     return estimator_lib.TPUEstimator(
         model_fn=model_fn, config=config, use_tpu=True, train_batch_size=train_batch_size,
-        eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size,
-        warm_start_from=warm_start)
+        eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size)
+  model_fn = model_fn_lib.make_model_fn(source)
+  if warm_start is not None:
+    warm_start = checkpoints.warm_start_settings(*warm_start)
   if any(b is not None for b in (train_batch_size, eval_batch_size, predict_batch_size)):
     raise errors.value_error(
         'Batch sizes are for the sharded estimator only; on one device input_fn batches.',
