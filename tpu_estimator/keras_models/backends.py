@@ -124,3 +124,12 @@ def graph_variables(weights):
   """The tf.Variables behind Keras weights (tf_keras: the weights; Keras 3: their `.value`)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return [w if isinstance(w, tf.Variable) else w.value for w in weights]
+
+
+def compile_args(model):
+  """The arguments `model` was compiled with (`loss_weights`, `metrics`, `weighted_metrics`,
+  ...), as given (metric objects included)."""
+  raw = getattr(getattr(model, '_compile_config', None), 'config', None)
+  if isinstance(raw, dict):  # unserialized: a tf.compat.v1.train optimizer has no config
+    return raw
+  return model.get_compile_config() or {}

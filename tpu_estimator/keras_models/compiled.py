@@ -10,6 +10,7 @@ variables (reset per evaluation, never saved).
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.keras_models import backends
 
 _v1 = tf.compat.v1
 _ACCURACY = ('accuracy', 'acc')
@@ -113,15 +114,20 @@ def metric_object(backend, identifier, loss_fn, y_true, y_pred):
   return name, keras.metrics.MeanMetricWrapper(metric, name=name)
 
 
-def _as_local(first):
-  """Moves the global variables from index `first` on (a metric's state, made since) to the
-  graph's local variables: metric state is initialized for each evaluation, never saved."""
+def _as_local(first, variables):
+  """Makes a metric's state local variables of the graph (initialized for each evaluation,
+  never saved): the global variables from index `first` on (made since), and `variables`
+  (tf_keras's graph-mode metrics put theirs in no collection)."""
   graph = _v1.get_default_graph()
   global_ref = graph.get_collection_ref(_v1.GraphKeys.GLOBAL_VARIABLES)
   local_ref = graph.get_collection_ref(_v1.GraphKeys.LOCAL_VARIABLES)
   made = global_ref[first:]
   del global_ref[first:]
-  local_ref.extend(made)
+  known = set(id(v) for v in local_ref)
+  for variable in made + list(variables):
+    if id(variable) not in known:
+      known.add(id(variable))
+      local_ref.append(variable)
 
 
 def _new_assignments(graph, before):
@@ -156,5 +162,5 @@ def metric_ops(backend, metrics, losses, names, targets, outputs, weights):
       name, metric = metric_object(backend, entry, losses[i], targets[i], outputs[i])
       key = name if len(names) == 1 else '%s_%s' % (names[i], name)
       ops[key] = metric_pair(backend, metric, targets[i], outputs[i], weights[i])
-      _as_local(first)
+      _as_local(first, backends.graph_variables(metric.variables))
   return ops

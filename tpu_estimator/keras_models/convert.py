@@ -84,7 +84,7 @@ def source_of(model, custom_objects=None, checkpoint_format='saver', metric_name
   optimizer = getattr(model, 'optimizer', None)
   if optimizer is None or sharded or not backend.is_tf_keras:
     optimizers.check(optimizer)  # tf_keras on one device: its own optimizer, as the original
-  compile_config = model.get_compile_config() or {}
+  compile_config = backends.compile_args(model)
   names = backends.output_names(backend, model)
   object_checkpoint = _checkpoint_format(checkpoint_format, graph_network)
   if sharded and object_checkpoint:
