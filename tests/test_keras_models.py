@@ -164,6 +164,14 @@ def test_refusals_name_the_argument_and_the_fix(tmp_path):
                           export_outputs={'nope': te.export.PredictOutput})
 
 
+def test_keras_model_path_of_a_saved_keras_3_model(tmp_path):
+  path = str(tmp_path / 'model.keras')
+  _model().save(path)
+  est = te.model_to_estimator(keras_model_path=path, model_dir=str(tmp_path / 'dir'))
+  est.train(_input_fn, steps=1)
+  assert est.get_variable_value('global_step') == 1
+
+
 _TF_KERAS_PROGRAM = textwrap.dedent('''
     import numpy as np
     import tpu_estimator.compat as compat

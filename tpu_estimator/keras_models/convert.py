@@ -33,8 +33,17 @@ def _load(keras_model, keras_model_path, custom_objects):
     raise errors.value_error('Loading a Keras model from Google Cloud Storage is not supported.',
                              'Copy it to a local path first.',
                              keras_model_path=keras_model_path)
-  import tf_keras  # pylint: disable=import-outside-toplevel
-  return tf_keras.models.load_model(keras_model_path, custom_objects=custom_objects)
+  path = str(keras_model_path)
+  if path.endswith('.keras'):  # the Keras 3 format
+    import keras  # pylint: disable=import-outside-toplevel
+    return keras.models.load_model(path, custom_objects=custom_objects)
+  try:  # HDF5 or a SavedModel directory, as tf.keras (Keras 2) saved them
+    import tf_keras  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise errors.value_error(
+        'Loading a Keras 2 model file needs tf_keras.', 'pip install tf_keras, or save the '
+        'model as a Keras 3 `.keras` file.', keras_model_path=path) from e
+  return tf_keras.models.load_model(path, custom_objects=custom_objects)
 
 
 def _check_subclassed(backend, model, custom_objects):
