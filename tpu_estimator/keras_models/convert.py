@@ -6,7 +6,6 @@ RunConfig` (the TPU one): then a `TPUEstimator(use_tpu=True)` sharding each glob
 """
 import tempfile
 
-from absl import logging
 import tensorflow as tf
 
 from tpu_estimator import config as config_lib
@@ -18,6 +17,7 @@ from tpu_estimator.keras_models import model_fn as model_fn_lib
 from tpu_estimator.keras_models import optimizers
 
 CHECKPOINT_FORMATS = ('saver', 'checkpoint')
+_log = tf.get_logger()
 
 
 def _load(keras_model, keras_model_path, custom_objects):
@@ -112,11 +112,11 @@ def source_of(model, custom_objects=None, checkpoint_format='saver', metric_name
       warm_start=None)
 
 
-def _config_and_dir(config, model_dir, sharded_config_type):
+def _config_and_dir(config, model_dir, default_type):
   """The config with `model_dir` in it (the argument wins over config.model_dir, as in the
   original; a temporary directory when neither is set)."""
   if config is None:
-    config = sharded_config_type()
+    config = default_type()
   if not isinstance(config, config_lib.RunConfig):
     raise errors.type_error('`config` must be a RunConfig.', config=config)
   model_dir = model_dir or config.model_dir or tempfile.mkdtemp()
@@ -131,8 +131,8 @@ def _warm_start(source, model, config):
   initialized."""
   if not source.graph_network:
     if getattr(model, 'built', False):
-      logging.warning('A subclassed Keras model cannot pass its current weights to the '
-                      'estimator: it starts from freshly initialized ones.')
+      _log.warning('A subclassed Keras model cannot pass its current weights to the '
+                   'estimator: it starts from freshly initialized ones.')
     return None
   if not config.is_chief:
     return None

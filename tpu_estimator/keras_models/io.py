@@ -73,10 +73,8 @@ def sample_weights_for(weights, names):
           'Pass %d tensors or a dict keyed by %s.' % (len(names), list(names)),
           sample_weights_count=len(weights))
     return list(weights)
-  return [weights] * len(names) if len(names) == 1 else _one_for_many(weights, names)
-
-
-def _one_for_many(weights, names):
+  if len(names) == 1:
+    return [weights]
   raise errors.type_error(
       'The model has several outputs, so sample_weights must be a list or a dict.',
       'Key sample_weights by the output names %s.' % list(names), sample_weights=weights)
