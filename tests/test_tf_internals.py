@@ -290,3 +290,16 @@ def test_export_modules_have_the_output_classes_and_helpers():
   for helper in ('get_export_outputs', 'build_all_signature_defs', 'get_timestamped_export_dir',
                  'get_temp_export_dir'):
     assert callable(getattr(internals.export_utils, helper))
+
+
+def test_object_graph_saveables_key_variables_by_object_path(graph):
+  root = tf.train.Checkpoint()
+  root.inner = tf.train.Checkpoint()
+  root.inner.v = tf.Variable(1.0, name='v')
+  internals.track_child(root, tf.Variable(2, name='step'), 'estimator_global_step')
+  saver = tf.compat.v1.train.Saver(var_list=internals.object_graph_saveables(root))
+  assert saver is not None
+  names = sorted(spec.name for s in internals.object_graph_saveables(root) for spec in s.specs)
+  assert names == ['_CHECKPOINTABLE_OBJECT_GRAPH',
+                   'estimator_global_step/.ATTRIBUTES/VARIABLE_VALUE',
+                   'inner/v/.ATTRIBUTES/VARIABLE_VALUE']

@@ -46,6 +46,7 @@ from tpu_estimator.canned import DNNLinearCombinedRegressor
 from tpu_estimator.canned import DNNRegressor
 from tpu_estimator.canned import LinearClassifier
 from tpu_estimator.canned import LinearRegressor
+from tpu_estimator.keras_models import model_to_estimator  # pylint: disable=wrong-import-position
 
 # `RunConfig` here is the TPU one (as in tf.compat.v1.estimator.tpu); the Estimator's plain
 # RunConfig is `EstimatorRunConfig` (tf.estimator.RunConfig).  A TPU RunConfig is accepted by
@@ -85,5 +86,5 @@ __all__ = [
     'WarmStartSettings', 'experimental', 'export', 'inputs', 'numpy_input_fn', 'pandas_input_fn',
     'parse_tf_config', 'canned', 'BaselineClassifier', 'BaselineRegressor', 'DNNClassifier',
     'DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor', 'DNNRegressor',
-    'LinearClassifier', 'LinearRegressor'
+    'LinearClassifier', 'LinearRegressor', 'model_to_estimator'
 ]

@@ -309,3 +309,20 @@ def collective_server_started(strategy):
   """Whether a MultiWorkerMirroredStrategy made eagerly started its task's gRPC server in the
   eager context (then no other server may bind the task's port)."""
   return bool(getattr(strategy.extended, '_std_server_started', False))
+
+
+# --- Object-based checkpoint names in a v1 graph --------------------------------------------
+
+
+def object_graph_saveables(root):
+  """The saveables of `root`'s object graph keyed as `tf.train.Checkpoint` keys them
+  (`layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE`, ...), plus the serialized object
+  graph: a name-based `Saver` over them writes what `root.save_weights` would (what
+  tensorflow-estimator's `model_to_estimator(checkpoint_format='checkpoint')` saved)."""
+  return tf.__internal__.tracking.ObjectGraphView(root).frozen_saveable_objects()
+
+
+def track_child(parent, child, name):
+  """Makes `child` (a variable or trackable) a dependency of `parent` under `name` in its
+  object graph, without it becoming one of `parent`'s weights."""
+  parent._track_trackable(child, name=name, overwrite=True)

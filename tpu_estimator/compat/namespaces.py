@@ -18,6 +18,7 @@ from tpu_estimator import canned as _canned
 from tpu_estimator.canned import v1 as _canned_v1
 from tpu_estimator.compat import tf_modules
 from tpu_estimator import export as _export
+from tpu_estimator import keras_models as _keras_models
 
 from tensorflow.python.saved_model.model_utils import export_output as _export_output
 
@@ -309,6 +310,10 @@ def legacy_modules(base, estimator, export, tpu):
       base + '.export.export': dict(export),
       base + '.export.export_lib': dict(export),
       base + '.export.export_output': {n: export[n] for n in export if n.endswith('Output')},
+      # tf_keras's `tf.keras.estimator.model_to_estimator` imports `keras_lib` (TF 1.x's
+      # tf.keras imported the same function from `keras`).
+      base + '.keras_lib': {'model_to_estimator': _keras_models.legacy_model_to_estimator},
+      base + '.keras': {'model_to_estimator': _keras_models.legacy_model_to_estimator},
       base + '.tpu': {},
       base + '.tpu.tpu_estimator': {n: tpu[n] for n in ('TPUEstimator', 'TPUEstimatorSpec',
                                                         'ExportSavedModelApiVersion')},

@@ -245,6 +245,15 @@ _STEP_UPDATES = frozenset(['AssignAddVariableOp', 'AssignSubVariableOp', 'Assign
                            'AssignAdd', 'AssignSub', 'Assign'])
 
 
+def _restores(op):
+  """Whether `op` assigns a value read from a checkpoint (a Saver built in `model_fn`):
+  restoring is no step's update, and must not wait on reads of what it restores."""
+  value = op.inputs[1].op if len(op.inputs) > 1 else None
+  while value is not None and value.type == 'Identity' and value.inputs:
+    value = value.inputs[0].op
+  return value is not None and value.type in ('RestoreV2', 'Restore', 'RestoreSlice')
+
+
 def global_step_reads_first(ops, global_step, extra_reads=()):
   """Reads of the global step that `model_fn` made in one training step (e.g.
   `tf.reshape(global_step, [1])` for host_call, written after `minimize`) see the value before
@@ -263,7 +272,8 @@ def global_step_reads_first(ops, global_step, extra_reads=()):
       inner.add(internal.name)
   on_step = lambda op: op.inputs and op.inputs[0].name in inner
   reads = [op for op in ops if op.type in _STEP_READS and on_step(op)]
-  updates = [op for op in ops if op.type in _STEP_UPDATES and on_step(op)]
+  updates = [op for op in ops if op.type in _STEP_UPDATES and on_step(op) and
+             not _restores(op)]
   if not (reads or extra_reads) or not updates:
     return
   after, stack = set(), list(updates)  # the ops that run after an update
@@ -333,7 +343,8 @@ def finish_metrics(metrics, loss_metric, eval_step, counted):
         'metric with the same name.', 'Rename your metric.', metrics=sorted(metrics))
   metrics[LOSS_METRIC_KEY] = loss_metric
   update = tf.group(*[m[1] for m in metrics.values()] + [eval_step.assign_add(counted)])
-  values = {name: m[0] for name, m in metrics.items()}
+  # By name, as the original's evaluate() reported them (global_step is added last).
+  values = {name: m[0] for name, m in sorted(metrics.items())}
   with tf.control_dependencies([update]):
     update = tf.identity(eval_step.read_value())  # batches evaluated so far, after this one
   return update, values
