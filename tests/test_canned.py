@@ -240,6 +240,36 @@ def test_keras_3_and_tf1_optimizer_instances(tmp_path):
   assert tf1.get_variable_value('global_step') == 2
 
 
+def _decayed(global_step):
+  return _v1.train.exponential_decay(0.1, global_step=global_step, decay_steps=10000,
+                                     decay_rate=0.96)
+
+
+def test_optimizer_factory_runs_in_the_model_graph(tmp_path):
+  """As the original: the factory is called inside the model's graph, so it may read the
+  global step (the premade-estimator tutorials' decayed learning rate); a Keras 3 optimizer
+  from a factory leaves no variables of its own in the checkpoint."""
+  tf_keras = pytest.importorskip('tf_keras')
+  labels = (FEATURES['x'] > 0).astype(np.int64)
+  legacy = canned.LinearClassifier([X], model_dir=str(tmp_path / 'legacy'), optimizer=lambda:
+                                   tf_keras.optimizers.legacy.Ftrl(
+                                       learning_rate=_decayed(_v1.train.get_global_step())))
+  legacy.train(_input_fn(labels), steps=2)
+  assert legacy.get_variable_value('global_step') == 2
+  scheduled = canned.LinearClassifier([X], model_dir=str(tmp_path / 'k3'), optimizer=lambda:
+                                      tf.keras.optimizers.Ftrl(
+                                          tf.keras.optimizers.schedules.ExponentialDecay(
+                                              0.1, 10000, 0.96)))
+  scheduled.train(_input_fn(labels), steps=2)
+  names = scheduled.get_variable_names()
+  assert not [n for n in names if not n.startswith(('linear/', 'training/Ftrl/', 'global'))]
+  tensor_lr = canned.LinearClassifier([X], model_dir=str(tmp_path / 'bad'), optimizer=lambda:
+                                      tf.keras.optimizers.Ftrl(
+                                          _decayed(_v1.train.get_global_step())))
+  with pytest.raises(TypeError, match='tf_keras.optimizers.legacy'):
+    tensor_lr.train(_input_fn(labels), steps=1)
+
+
 def test_warm_start_from_another_model_dir(tmp_path):
   columns = [X, fc.indicator_column(COLOR)]
   source = canned.DNNRegressor([4], columns, model_dir=str(tmp_path / 'a'), config=CONFIG)
