@@ -128,6 +128,36 @@ def test_loss_not_scalar_rejected(graph, shape):
     te.EstimatorSpec(EVAL, loss=tf.zeros(shape))
 
 
+@pytest.mark.parametrize('spec_class', [te.EstimatorSpec, te.TPUEstimatorSpec])
+@pytest.mark.parametrize('shape', [[None], [1, 1], [None, None], None])
+def test_loss_of_one_element_or_unknown_size_is_accepted(graph, spec_class, shape):
+  """As the original: only a statically known element count other than one is refused; any
+  other shape compatible with one element is reshaped to a scalar."""
+  loss = v1.placeholder_with_default(tf.reshape(tf.constant(2.5), [1] * len(shape or [1, 1])),
+                                     shape)
+  spec = spec_class(EVAL, loss=loss)
+  if shape is not None:
+    assert spec.loss.shape == tf.TensorShape([])
+  assert _run(spec.loss) == pytest.approx(2.5)
+
+
+def test_variables_are_accepted_where_tensors_are(graph):
+  """The original took any TensorFlow tensor type, variables included, for the loss, the
+  predictions and the metric values; they are read where they are returned."""
+  weight = v1.get_variable('w', [2], initializer=v1.constant_initializer(1.5))
+  scalar = v1.get_variable('s', [], initializer=v1.constant_initializer(0.5))
+  spec = te.EstimatorSpec(TRAIN, loss=scalar, train_op=tf.no_op(),
+                          predictions={'w': weight, 'p': tf.constant([1.0, 2.0])},
+                          eval_metric_ops={'w': (weight, tf.no_op())})
+  single = te.EstimatorSpec(PREDICT, predictions=weight)
+  tpu = te.TPUEstimatorSpec(PREDICT, predictions={'w': weight})
+  got = _run([spec.loss, spec.predictions['w'], single.predictions, tpu.predictions['w']])
+  assert got[0] == pytest.approx(0.5)
+  for value in got[1:]:
+    np.testing.assert_allclose(value, [1.5, 1.5])
+  assert sorted(single.export_outputs) == ['serving_default']
+
+
 # --------------------------------------------------------------------------------------------
 # train_op, predictions, eval_metric_ops, hooks, scaffold
 

@@ -33,32 +33,48 @@ def _check_mode(mode):
 
 
 def _check_from_graph(name, value):
-  """Tensors and ops in a spec must live in the graph the estimator is building."""
+  """Tensors, ops and variables in a spec must live in the graph the estimator is building."""
   graph = _v1.get_default_graph()
   for item in tf.nest.flatten(value):
-    if isinstance(item, (tf.Tensor, tf.Operation)) and item.graph is not graph:
+    if isinstance(item, (tf.Tensor, tf.Operation, tf.Variable)) and item.graph is not graph:
       raise ValueError(
           '`%s` with %r must be from the default graph. Possible causes: the tensor was made '
           'outside model_fn (e.g. a global, or by a previous call), or in a different '
           'tf.Graph. Create every tensor inside model_fn.' % (name, item))
 
 
+def _as_tensor(name, value):
+  """`value` as a `tf.Tensor`, or None when it is not one: a `tf.Variable` is read where it is
+  returned (the original took any TensorFlow tensor type, variables included)."""
+  if isinstance(value, tf.Tensor):
+    return value
+  if isinstance(value, tf.Variable):
+    _check_from_graph(name, value)
+    return tf.convert_to_tensor(value)
+  return None
+
+
 def check_loss(loss, mode):
+  """A scalar loss: a tensor (or variable) of one element, reshaped to a scalar; only a
+  statically known element count other than one is refused before running, as the original
+  did (a `(None,)` loss must hold one element when it runs)."""
   if loss is None:
     if mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
       raise ValueError('Missing loss. Received: loss=None in mode=%r; a model_fn must return a '
                        'scalar loss tensor for TRAIN and EVAL.' % mode)
     return None
-  if not isinstance(loss, tf.Tensor) and not hasattr(loss, 'op'):
+  tensor = _as_tensor('loss', loss)
+  if tensor is None:
     raise errors.type_error('`loss` must be a Tensor.', 'Return a scalar tf.Tensor.', loss=loss)
-  shape = loss.shape
-  if shape.rank == 1 and shape[0] == 1:
-    loss = tf.reshape(loss, [])
-  elif shape.rank is not None and shape.rank != 0:
+  shape = tensor.shape
+  if shape.num_elements() not in (None, 1):
     # The original's words first ("Loss must be scalar, given: ..."), then ours.
-    raise errors.value_error('Loss must be scalar, given: %s.' % (loss,),
+    raise errors.value_error('Loss must be scalar, given: %s.' % (tensor,),
                              'Reduce it, e.g. tf.reduce_mean(loss).', loss_shape=str(shape))
-  return loss
+  if not shape.is_compatible_with([]):
+    _check_from_graph('loss', tensor)
+    tensor = tf.reshape(tensor, [])
+  return tensor
 
 
 def _check_train_op(train_op, mode):
@@ -79,14 +95,18 @@ def _check_predictions(predictions, mode):
                        'Tensor or a dict of Tensors.' % mode)
     return {}
   if isinstance(predictions, dict):
+    checked = {}
     for key, value in predictions.items():
-      if not isinstance(value, tf.Tensor):
+      checked[key] = _as_tensor('predictions[%r]' % (key,), value)
+      if checked[key] is None:
         raise errors.type_error('predictions[%r] must be a Tensor.' % (key,), value=value)
-  elif not isinstance(predictions, tf.Tensor):
+    return checked
+  tensor = _as_tensor('predictions', predictions)
+  if tensor is None:
     raise errors.type_error('predictions must be Tensor, given: %r: `predictions` must be a '
                             'Tensor or a dict of Tensors.' % (predictions,),
                             predictions=predictions)
-  return predictions
+  return tensor
 
 
 def check_metric_ops(eval_metric_ops):
@@ -232,7 +252,7 @@ class TPUEstimatorSpec(
     loss = check_loss(loss, mode)
     train_op = _check_train_op(train_op, mode)
     if predictions is not None or mode == ModeKeys.PREDICT:
-      _check_predictions(predictions, mode)
+      predictions = _check_predictions(predictions, mode)
     if mode == ModeKeys.PREDICT:
       _check_export_output_types(export_outputs)
     _check_host_fn('eval_metrics', eval_metrics)
