@@ -96,7 +96,7 @@ class BinaryClassHead(_ClassHead):
   def __init__(self, weight_column=None, thresholds=None, label_vocabulary=None,
                loss_reduction=head_base.SUM_OVER_BATCH_SIZE, loss_fn=None, name=None):
     super().__init__(2, 1, weight_column, label_vocabulary, loss_reduction, loss_fn, name)
-    thresholds = tuple(thresholds or ())
+    thresholds = () if thresholds is None else tuple(thresholds)
     for threshold in thresholds:
       if not 0. < threshold < 1.:
         raise errors.value_error('thresholds must be in (0, 1).', thresholds=thresholds)

@@ -30,7 +30,7 @@ class MultiLabelHead(head_base.Head):
     self._n_classes = n_classes
     self._label_vocabulary = classification_heads.check_label_vocabulary(label_vocabulary,
                                                                          n_classes)
-    self._thresholds = tuple(thresholds or ())
+    self._thresholds = () if thresholds is None else tuple(thresholds)
     for threshold in self._thresholds:
       if not 0. < threshold < 1.:
         raise errors.value_error('thresholds must be in (0, 1).', thresholds=thresholds)
@@ -40,7 +40,7 @@ class MultiLabelHead(head_base.Head):
 
   def _metric_classes(self, classes):
     ids = []
-    for value in classes or ():
+    for value in () if classes is None else classes:
       if isinstance(value, str):
         if self._label_vocabulary is None or value not in self._label_vocabulary:
           raise errors.value_error('classes_for_class_based_metrics names a class not in '

@@ -85,8 +85,11 @@ def tpu_spec_parts(spec):
         '(metric_fn, tensors)) so they can be computed over all shards.',
         eval_metric_ops=sorted(spec.eval_metric_ops))
   scaffold = spec.scaffold
+  predictions = spec.predictions  # a Tensor, or a dict ({} when model_fn gave none)
+  if isinstance(predictions, dict) and not predictions:
+    predictions = None
   return specs.TPUEstimatorSpec(
-      mode=spec.mode, predictions=spec.predictions or None, loss=spec.loss,
+      mode=spec.mode, predictions=predictions, loss=spec.loss,
       train_op=spec.train_op, eval_metrics=eval_metrics, export_outputs=spec.export_outputs,
       scaffold_fn=(lambda: scaffold) if scaffold is not None else None,
       training_hooks=spec.training_hooks, evaluation_hooks=spec.evaluation_hooks,
