@@ -333,7 +333,8 @@ def _finish_metrics(metrics, loss_metric, eval_step, counted):
         'metric with the same name.', 'Rename your metric.', metrics=sorted(metrics))
   metrics[LOSS_METRIC_KEY] = loss_metric
   update = tf.group(*[m[1] for m in metrics.values()] + [eval_step.assign_add(counted)])
-  values = {name: m[0] for name, m in metrics.items()}
+  # Sorted by name, as the original's results were (the estimator adds global_step last).
+  values = {name: metrics[name][0] for name in sorted(metrics)}
   with tf.control_dependencies([update]):
     update = tf.identity(eval_step.read_value())  # batches evaluated so far, after this one
   return update, values
