@@ -37,6 +37,22 @@ def test_steps_are_incremental_and_max_steps_absolute(tmp_path, data):
   assert h.snapshot(str(tmp_path)) == before
 
 
+def test_float_step_counts_run_whole_steps_as_the_original(tmp_path, data):
+  """tensorflow-estimator took float step counts and ran whole steps until the count was
+  reached: steps=2.5 trains 3, evaluate(steps=1.5) reads 2 batches; the specs keep the
+  value given."""
+  x, y = data
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(x, y), steps=2.5)
+  assert est.get_variable_value('global_step') == 3
+  est.train(h.dataset_input_fn(x, y), max_steps=np.float32(5.0))
+  assert est.get_variable_value('global_step') == 5
+  result = est.evaluate(h.dataset_input_fn(x, y), steps=1.5)
+  np.testing.assert_allclose(result['mean_label'], y[:32].mean(), rtol=1e-6)
+  assert te.TrainSpec(lambda: None, max_steps=10.5).max_steps == 10.5
+  assert te.EvalSpec(lambda: None, steps=2.0).steps == 2.0
+
+
 def test_trains_until_end_of_input_without_steps(tmp_path, data):
   est = _est(tmp_path)
   est.train(h.dataset_input_fn(*data, repeat=False))  # 96 / 16 = 6 batches
@@ -48,7 +64,9 @@ def test_trains_until_end_of_input_without_steps(tmp_path, data):
     ({'steps': 0}, ValueError, 'steps > 0.*steps=0'),
     ({'steps': -3}, ValueError, 'steps=-3'),
     ({'max_steps': 0}, ValueError, 'max_steps > 0.*max_steps=0'),
-    ({'steps': 1.5}, TypeError, 'steps=1.5'),
+    ({'steps': '3'}, TypeError, "steps='3'"),
+    ({'steps': True}, TypeError, 'steps=True'),
+    ({'max_steps': float('nan')}, ValueError, 'max_steps=nan'),
     ({'steps': 1, 'hooks': ['not a hook']}, TypeError, 'SessionRunHook'),
     ({'steps': 1, 'saving_listeners': [object()]}, TypeError, 'CheckpointSaverListener'),
 ])
@@ -66,7 +84,8 @@ def test_evaluate_returns_metrics_loss_and_global_step(tmp_path, data):
   est = _est(tmp_path)
   est.train(h.dataset_input_fn(x, y), steps=4)
   result = est.evaluate(h.dataset_input_fn(x[:40], y[:40], repeat=False))
-  assert set(result) == {'accuracy', 'mean_label', 'loss', 'global_step'}
+  # the original's order: metric names sorted (loss among them), then global_step
+  assert list(result) == ['accuracy', 'loss', 'mean_label', 'global_step']
   assert result['global_step'] == 4
   # loss is the mean over batches (16, 16, 8) of each batch's mean loss
   kernel, bias = est.get_variable_value('dense/kernel'), est.get_variable_value('dense/bias')

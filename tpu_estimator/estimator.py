@@ -36,15 +36,6 @@ _v1 = tf.compat.v1
 _log = tf.get_logger()
 
 
-def _check_steps(name, value):
-  if value is None:
-    return
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise errors.type_error('`%s` must be an int.' % name, **{name: value})
-  if value <= 0:
-    raise errors.value_error('Must specify %s > 0.' % name, **{name: value})
-
-
 class Estimator:
   """Trains, evaluates and predicts with a `model_fn`, as `tf.estimator.Estimator` did."""
 
@@ -142,8 +133,8 @@ class Estimator:
     if steps is not None and max_steps is not None:
       raise errors.value_error('Can not provide both steps and max_steps.',
                                'Pass one of them.', steps=steps, max_steps=max_steps)
-    _check_steps('steps', steps)
-    _check_steps('max_steps', max_steps)
+    steps = errors.step_count('steps', steps)
+    max_steps = errors.step_count('max_steps', max_steps)
     hooks = list(errors.check_hooks('hooks', hooks))
     listeners = list(saving_listeners or ())
     for listener in listeners:
@@ -333,7 +324,7 @@ class Estimator:
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None):
     """Evaluates on `steps` batches (or the whole input) from a checkpoint; returns metrics,
     `loss` (mean over batches) and `global_step`."""
-    _check_steps('steps', steps)
+    steps = errors.step_count('steps', steps)
     hooks = list(errors.check_hooks('hooks', hooks))
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
