@@ -98,6 +98,36 @@ def test_evaluate_returns_metrics_loss_and_global_step(tmp_path, data):
   np.testing.assert_allclose(result['mean_label'], y[:40].mean(), rtol=1e-6)
 
 
+def test_keras_metrics_and_add_metrics(tmp_path, data):
+  """Keras Metric objects as eval_metric_ops values, and tf.estimator.add_metrics, as the
+  original: the value is result(), updated by what model_fn/metric_fn did; the variables are
+  local, reset by each evaluation (the second call does not accumulate the first's)."""
+  tf_keras = pytest.importorskip('tf_keras')
+  x, y = data
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+
+  def metric_fn(labels, predictions, config):
+    assert isinstance(config, te.EstimatorRunConfig)
+    keras3 = tf.keras.metrics.Mean(name='k3')
+    keras3.update_state(tf.cast(labels, tf.float32))
+    legacy = tf_keras.metrics.Sum(name='k2')
+    legacy.update_state(tf.ones_like(predictions['classes'], tf.float32))
+    return {'k3_label': keras3, 'k2_rows': legacy, 'accuracy': (tf.constant(-1.0), tf.no_op())}
+
+  extended = te.add_metrics(est, metric_fn)
+  assert extended.model_dir == est.model_dir
+  for _ in range(2):
+    result = extended.evaluate(h.dataset_input_fn(x[:40], y[:40], repeat=False))
+    assert list(result) == ['accuracy', 'k2_rows', 'k3_label', 'loss', 'mean_label',
+                            'global_step']
+    np.testing.assert_allclose(result['k3_label'], y[:40].mean(), rtol=1e-6)
+    assert result['k2_rows'] == 40 and result['accuracy'] == -1.0
+  assert set(extended.get_variable_names()) == set(est.get_variable_names())
+  with pytest.raises(ValueError, match=r"metric_fn has arguments.*\['mode'\]"):
+    te.add_metrics(est, lambda labels, mode: {})
+
+
 def test_evaluate_steps_and_named_eval_dir(tmp_path, data):
   est = _est(tmp_path)
   est.train(h.dataset_input_fn(*data), steps=2)

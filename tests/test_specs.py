@@ -192,6 +192,29 @@ def test_eval_metric_ops_accepts_metric_tuples(graph):
   assert spec.eval_metric_ops == {'accuracy': metric}
 
 
+def test_eval_metric_ops_accept_updated_keras_metrics(graph):
+  """A Keras Metric becomes (result(), its update), its variables local and metric variables
+  (never checkpointed); one never updated is refused with the original's words."""
+  metric = tf.keras.metrics.Mean(name='m')
+  metric.update_state(tf.constant([1.0, 3.0]))
+  spec = te.EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={'m': metric})
+  value, update = spec.eval_metric_ops['m']
+  variables = [v.value for v in metric.variables]
+  for collection, present in ((v1.GraphKeys.LOCAL_VARIABLES, True),
+                              (v1.GraphKeys.METRIC_VARIABLES, True),
+                              (v1.GraphKeys.GLOBAL_VARIABLES, False)):
+    got = v1.get_collection(collection)
+    assert all(any(v is g for g in got) == present for v in variables), collection
+  with v1.Session() as sess:
+    sess.run(v1.local_variables_initializer())
+    sess.run(update)
+    sess.run(update)
+    assert sess.run(value) == pytest.approx(2.0)
+  idle = tf.keras.metrics.Mean(name='idle')
+  with pytest.raises(ValueError, match=_match('Please call update_state(...) on the "idle"')):
+    te.EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={'idle': idle})
+
+
 def test_eval_metric_ops_not_a_dict(graph):
   metric = v1.metrics.mean(tf.constant([1.0]))
   with pytest.raises(TypeError, match=_match('`eval_metric_ops` must be a dict',

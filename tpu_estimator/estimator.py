@@ -21,6 +21,7 @@ from tpu_estimator.core import model_fn as model_fn_lib
 from tpu_estimator.core import savedmodel
 from tpu_estimator.core import steps as steps_lib
 from tpu_estimator.distribute import gpus
+from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.distribute import layout as layout_lib
 from tpu_estimator.distribute import replication
 from tpu_estimator.distribute import xla
@@ -30,6 +31,7 @@ from tpu_estimator.hooks import progress
 from tpu_estimator.hooks import run_control as hooks_lib
 from tpu_estimator import quiet
 from tpu_estimator.specs import ModeKeys
+from tpu_estimator.specs import TPUEstimatorSpec
 from tpu_estimator import warm_starting
 
 _v1 = tf.compat.v1
@@ -737,3 +739,48 @@ class TPUEstimator(Estimator):
     self.train_batch_size = train_batch_size
     self.eval_batch_size = eval_batch_size
     self.predict_batch_size = predict_batch_size
+
+
+_METRIC_FN_ARGS = ('features', 'labels', 'predictions', 'config')
+
+
+def add_metrics(estimator, metric_fn):
+  """A new `Estimator` (same model_dir, config and warm start) whose evaluation also reports
+  the metrics `metric_fn` returns, as `tf.estimator.add_metrics` made one.
+
+  `metric_fn` takes any of `features`, `labels`, `predictions` (the model_fn's) and `config`,
+  and returns `{name: metric}`, each metric a Keras `Metric` it updated or a
+  `(value, update_op)` pair; they join the model_fn's `eval_metric_ops` (a name already there
+  is replaced)."""
+  if not callable(metric_fn):
+    raise errors.type_error('`metric_fn` must be callable.', metric_fn=metric_fn)
+  unexpected = sorted(set(input_fn_lib.fn_args(metric_fn)) - set(_METRIC_FN_ARGS))
+  if unexpected:
+    raise errors.value_error('metric_fn has arguments add_metrics cannot give: %s.' % unexpected,
+                             'Use only %s.' % ', '.join(_METRIC_FN_ARGS), metric_fn=metric_fn)
+  inner = estimator.model_fn
+
+  def model_fn(features, labels, mode, params, config):
+    kwargs = input_fn_lib.accepted_kwargs(inner, labels=labels, mode=mode, params=params,
+                                          config=config)
+    spec = inner(features=features, **kwargs)
+    if mode != ModeKeys.EVAL:
+      return spec
+    if isinstance(spec, TPUEstimatorSpec):
+      spec = spec.as_estimator_spec()
+    added = metric_fn(**input_fn_lib.accepted_kwargs(
+        metric_fn, features=features, labels=labels, predictions=spec.predictions,
+        config=config))
+    if not isinstance(added, dict):
+      raise errors.type_error('metric_fn must return a dict {name: metric}.',
+                              'Return Keras Metric objects or (value, update_op) pairs.',
+                              metric_fn_returned=added)
+    metrics = dict(spec.eval_metric_ops)
+    metrics.update(added)
+    return spec._replace(eval_metric_ops=metrics)
+
+  # The params go along too (the original's new Estimator had none, so an input_fn reading
+  # params['batch_size'] failed there).
+  return Estimator(model_fn=model_fn, model_dir=estimator.model_dir, config=estimator.config,
+                   params=estimator.params,
+                   warm_start_from=estimator._warm_start)  # pylint: disable=protected-access

@@ -7,6 +7,7 @@ the host (`eval_metrics`, `host_call`, `scaffold_fn`); `as_estimator_spec()` tur
 """
 import collections
 import inspect
+import sys
 
 import tensorflow as tf
 
@@ -109,20 +110,81 @@ def _check_predictions(predictions, mode):
   return tensor
 
 
+def _keras_metric_classes():
+  """The Keras `Metric` base classes in use: Keras 3's (`tf.keras`), and tf_keras' once a
+  program has imported it (its objects cannot exist before)."""
+  classes = [tf.keras.metrics.Metric]
+  tf_keras = sys.modules.get('tf_keras')
+  if tf_keras is not None:
+    classes.append(tf_keras.metrics.Metric)
+  return tuple(classes)
+
+
+def _graph_variable(variable):
+  """The `tf.Variable` behind a metric variable (a Keras 3 variable holds one)."""
+  return variable if isinstance(variable, tf.Variable) else getattr(variable, 'value', None)
+
+
+def _metric_writes(variables):
+  """The ops of the default graph that write `variables` (their initializers aside): what
+  the model_fn's `update_state` calls built."""
+  initializers = {v.initializer for v in variables}
+  writes = []
+  for variable in variables:
+    for op in variable.handle.consumers():
+      if op.type not in ('ReadVariableOp', 'VarIsInitializedOp') and op not in initializers \
+          and op not in writes:
+        writes.append(op)
+  return writes
+
+
+def _keras_metric_pair(key, metric):
+  """`(value, update_op)` of a Keras `Metric` the model_fn updated, as the original made it:
+  `result()`, and the updates `update_state` built; its variables become local (reset by
+  every evaluation, never checkpointed)."""
+  variables = [_graph_variable(v) for v in metric.variables]
+  variables = [v for v in variables if isinstance(v, tf.Variable)]
+  updates = list(getattr(metric, 'updates', None) or ()) or _metric_writes(variables)
+  if not updates:
+    raise errors.value_error(
+        'Please call update_state(...) on the "%s" metric.' % metric.name,
+        'A Metric in eval_metric_ops must be updated in model_fn, e.g. '
+        'metric.update_state(labels, predictions).', key=key, metric=metric)
+  graph = _v1.get_default_graph()
+  for name in (_v1.GraphKeys.GLOBAL_VARIABLES, _v1.GraphKeys.TRAINABLE_VARIABLES):
+    collection = graph.get_collection_ref(name)  # Keras 3 puts its variables in them
+    collection[:] = [item for item in collection if not any(item is v for v in variables)]
+  for name in (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES):
+    present = graph.get_collection(name)
+    for variable in variables:
+      if not any(variable is item for item in present):
+        graph.add_to_collection(name, variable)
+  update = updates[0] if len(updates) == 1 else tf.group(*updates)
+  return metric.result(), update
+
+
 def check_metric_ops(eval_metric_ops):
+  """`{name: (value, update_op)}`: each value a `(value, update_op)` pair or a Keras
+  `Metric` updated in the model_fn (made a pair here, as the original did)."""
   if eval_metric_ops is None:
     return {}
   if not isinstance(eval_metric_ops, dict):
     raise errors.type_error('`eval_metric_ops` must be a dict.',
-                            'Map names to (value, update_op) tuples.',
+                            'Map names to (value, update_op) tuples or Keras Metric objects.',
                             eval_metric_ops=eval_metric_ops)
+  checked = {}
+  metric_classes = _keras_metric_classes()
   for key, value in eval_metric_ops.items():
-    if isinstance(value, tuple) and len(value) == 2:
-      continue
-    raise errors.type_error(
-        'Values of `eval_metric_ops` must be (metric_value, update_op) tuples.',
-        'Use e.g. tf.compat.v1.metrics.accuracy(labels, predictions).', key=key, value=value)
-  return dict(eval_metric_ops)
+    if isinstance(value, metric_classes):
+      checked[key] = _keras_metric_pair(key, value)
+    elif isinstance(value, tuple) and len(value) == 2:
+      checked[key] = value
+    else:
+      raise errors.type_error(
+          'Values of `eval_metric_ops` must be (metric_value, update_op) tuples or Keras '
+          'Metric objects.', 'Use e.g. tf.compat.v1.metrics.accuracy(labels, predictions) or a '
+          'tf.keras.metrics.Metric updated in model_fn.', key=key, value=value)
+  return checked
 
 
 def call_metric_fn(metric_fn, tensors):
