@@ -1,4 +1,5 @@
 """The Estimator core: train/evaluate/predict semantics, checkpoints, hooks, errors."""
+import argparse
 import glob
 import os
 
@@ -181,6 +182,30 @@ def test_predict_features_only_dataset_and_tensor_predictions(tmp_path, data):
   est = te.Estimator(model_fn, model_dir=str(tmp_path))
   out = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({'x': x}).batch(10)))
   assert len(out) == 96 and out[0].shape == (h.NUM_CLASSES,)
+
+
+def test_arguments_the_original_took(tmp_path, data):
+  """params of any type (an argparse.Namespace, as HParams were), predict_keys as any
+  collection (empty: all keys), and TPUEstimator flags given as 1/0."""
+  x, y = data
+  inner = h.make_model_fn()
+
+  def model_fn(features, labels, mode, params):
+    return inner(features, labels, mode, {})
+
+  def input_fn(params):
+    return h.dataset_input_fn(x, y, repeat=False)({'batch_size': params.batch_size})
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path), params=argparse.Namespace(batch_size=16))
+  est.train(input_fn, steps=1)
+  assert set(next(est.predict(input_fn, predict_keys=[]))) == {'classes', 'probabilities'}
+  assert set(next(est.predict(input_fn, predict_keys={'classes'}))) == {'classes'}
+  tpu = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(
+      tmp_path / 'tpu')), train_batch_size=16, use_tpu=0, export_to_tpu=np.bool_(False))
+  assert tpu._use_tpu is False  # pylint: disable=protected-access
+  with pytest.raises(TypeError, match="use_tpu='False'"):
+    te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(tmp_path)),
+                    train_batch_size=16, use_tpu='False')
 
 
 def test_input_fn_variants(tmp_path, data):

@@ -46,8 +46,8 @@ class Estimator:
     self._init(model_fn, model_dir, config, params, warm_start_from, RunConfig)
 
   def _init(self, model_fn, model_dir, config, params, warm_start_from, config_type):
-    if params is not None and not isinstance(params, dict):
-      raise errors.type_error('`params` must be a dict.', params=params)
+    # `params` is passed to model_fn and input_fn as given (a dict, or e.g. an HParams or
+    # argparse.Namespace, as the original allowed); TPUEstimator checks its own.
     model_fn_lib.verify_model_fn(model_fn, params,
                                  require_params=self._layout.allow_tpu_spec)
     if config is None:
@@ -446,11 +446,7 @@ class Estimator:
               yield_single_examples=True):
     """Yields predictions per example (or per batch) for every input, in order."""
     hooks = list(errors.check_hooks('hooks', hooks))
-    if predict_keys is not None and not isinstance(predict_keys, (list, tuple, str)):
-      raise errors.type_error('`predict_keys` must be a list of strings.',
-                              predict_keys=predict_keys)
-    if isinstance(predict_keys, str):
-      predict_keys = [predict_keys]
+    predict_keys = _predict_keys(predict_keys)
     if checkpoint_path:
       checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'predict')
     else:
@@ -625,6 +621,27 @@ def _hook_tensors(hooks):
   return found
 
 
+def _flag(name, value):
+  """A bool argument: True/False, a numpy bool, or 1/0 (the original read them as truth
+  values); anything else (a string such as 'False' would read as true) is refused."""
+  if isinstance(value, (bool, np.bool_)) or (isinstance(value, int) and value in (0, 1)):
+    return bool(value)
+  raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
+
+
+def _predict_keys(predict_keys):
+  """`predict_keys` as a list, or None for all: a key, or any collection of keys (a list,
+  tuple, set, dict keys...); empty means all, as in the original."""
+  if predict_keys is None or isinstance(predict_keys, str):
+    return [predict_keys] if predict_keys else None
+  try:
+    keys = list(predict_keys)
+  except TypeError:
+    raise errors.type_error('`predict_keys` must be a list of strings.',
+                            predict_keys=predict_keys) from None
+  return keys or None
+
+
 def _select_keys(predictions, keys):
   if keys is None:
     return predictions
@@ -707,10 +724,10 @@ class TPUEstimator(Estimator):
     if reserved:
       raise errors.value_error('%s are reserved keys but existed in params.' % reserved,
                                'TPUEstimator sets them; rename your keys.', params=params)
-    for name, value in (('use_tpu', use_tpu), ('eval_on_tpu', eval_on_tpu),
-                        ('export_to_tpu', export_to_tpu), ('export_to_cpu', export_to_cpu)):
-      if not isinstance(value, bool):
-        raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
+    use_tpu, eval_on_tpu, export_to_tpu, export_to_cpu = (
+        _flag(name, value) for name, value in (
+            ('use_tpu', use_tpu), ('eval_on_tpu', eval_on_tpu),
+            ('export_to_tpu', export_to_tpu), ('export_to_cpu', export_to_cpu)))
     if use_tpu and train_batch_size is None:
       raise errors.value_error('`train_batch_size` cannot be None with use_tpu=True.',
                                'Pass the global training batch size.',
