@@ -208,6 +208,31 @@ def test_arguments_the_original_took(tmp_path, data):
                     train_batch_size=16, use_tpu='False')
 
 
+def test_model_fn_calls_as_the_original(tmp_path, data):
+  """model_fn gets labels=None in PREDICT, so one without a labels argument predicts from a
+  labelled input_fn; a spec built for another mode (a model_fn with no `mode` argument
+  returning a TRAIN spec) serves the call's mode."""
+  x, y = data
+  inner = h.make_model_fn()
+
+  def always_train(features, labels, params):
+    return inner(features, labels, te.ModeKeys.TRAIN, params)
+
+  est = te.Estimator(always_train, model_dir=str(tmp_path / 'train_spec'),
+                     params={'batch_size': 16})
+  est.train(h.dataset_input_fn(x, y), steps=2)
+  result = est.evaluate(h.dataset_input_fn(x, y), steps=1)
+  assert result['global_step'] == 2 and 'accuracy' in result
+
+  def no_labels(features, mode, params):
+    return te.EstimatorSpec(mode, predictions=h._logits(features))
+
+  predictor = te.Estimator(no_labels, model_dir=str(tmp_path / 'no_labels'),
+                           params={'batch_size': 16})
+  assert next(predictor.predict(h.dataset_input_fn(x, y, repeat=False))).shape == (
+      h.NUM_CLASSES,)
+
+
 def test_input_fn_variants(tmp_path, data):
   x, y = data
   seen = {}

@@ -9,6 +9,7 @@ from tpu_estimator.keras3 import naming as keras_naming
 from tpu_estimator import specs
 from tpu_estimator.updates import precision
 
+_log = tf.get_logger()
 _ALLOWED_ARGS = frozenset(['features', 'labels', 'mode', 'params', 'config'])
 
 
@@ -62,9 +63,11 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
     raise errors.type_error('model_fn must return %s.' % ' or '.join(c.__name__ for c in allowed),
                             returned=spec)
   if spec.mode != mode:
-    raise errors.value_error('model_fn returned a spec for another mode.',
-                             'Build the spec with the `mode` argument model_fn received.',
-                             expected_mode=mode, spec_mode=spec.mode)
+    # The original used such a spec for the call's mode (a model_fn without a `mode` argument
+    # returning a TRAIN spec also evaluated); it is checked again for that mode here.
+    _log.warning('model_fn returned a spec for mode %r in a %r call; it is used for %r.',
+                 spec.mode, mode, mode)
+    spec = type(spec)(**dict(spec._asdict(), mode=mode))
   return spec
 
 

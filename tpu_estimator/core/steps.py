@@ -395,9 +395,11 @@ def build_eval(plan, model_fn, host_input, num_steps):
 def build_predict(plan, model_fn, host_input):
   """Prediction: one batch per `session.run` on one device; sharded, up to
   `iterations_per_loop` global batches per `session.run`, their rows gathered on the host."""
+  # model_fn gets labels=None in PREDICT even when input_fn returns labels, as the original
+  # gave (a model_fn without a labels argument predicts from a training input_fn).
   if not plan.sharded:
-    features, labels = host_input.next_batch()
-    spec = _call(plan, model_fn, features, labels, ModeKeys.PREDICT)
+    features, _ = host_input.next_batch()
+    spec = _call(plan, model_fn, features, None, ModeKeys.PREDICT)
     if isinstance(spec, specs.TPUEstimatorSpec):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
     return PredictStep(scaffold=scaffold_of(spec), hooks=[],
@@ -406,7 +408,8 @@ def build_predict(plan, model_fn, host_input):
   captured = {}
 
   def replica_step(features, labels):
-    spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.PREDICT, captured)
+    del labels
+    spec = _replica_spec(plan, model_fn, features, None, ModeKeys.PREDICT, captured)
     return gather.checked_predictions(spec.predictions, host_input.fed_rows(features))
 
   def step():
