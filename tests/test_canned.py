@@ -310,6 +310,20 @@ def test_wrong_types_raise_type_errors_naming_them(make, match):
     make()
 
 
+def test_numpy_numbers_and_bytes_vocabulary_are_taken_as_by_the_original(tmp_path):
+  """The original compared these values (hidden_units from numpy, np.int64 n_classes and
+  label_dimension, a numpy dropout, a bytes vocabulary); they were refused as not int/str."""
+  est = canned.DNNClassifier(np.array([4, 2]), [X], model_dir=str(tmp_path), n_classes=2,
+                             dropout=np.float32(0.1), label_vocabulary=(b'neg', b'pos'),
+                             config=CONFIG)
+  est.train(_input_fn(BINARY), steps=1)
+  assert est.get_variable_value('dnn/hiddenlayer_1/kernel').shape == (4, 2)
+  canned.DNNClassifier([4], [X], n_classes=np.int64(3))
+  canned.LinearRegressor([X], label_dimension=np.int64(2))
+  canned.BaselineRegressor(label_dimension=np.int32(1))
+  assert tpu_estimator.EvalSpec(lambda: None, throttle_secs=np.float32(1.5)).throttle_secs == 1.5
+
+
 def test_multi_label_head_loss_averages_classes_and_takes_sparse_labels():
   logits = np.array([[0.5, -1., 2.], [0., 1., -0.5]], np.float32)
   multi_hot = np.array([[1, 0, 1], [0, 1, 0]], np.int64)

@@ -49,6 +49,12 @@ def type_error(what, fix=None, **values):
   return TypeError(msg)
 
 
+def is_int(value):
+  """An integer, numpy's included (the original's checks compared values, so they took
+  them), not a bool."""
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_positive_int(name, value, allow_none=False):
   """Raises unless `value` is an int > 0 (or None when allowed)."""
   if value is None and allow_none:

@@ -7,6 +7,7 @@ checkpoint the chief writes until training is done, and a lone `chief` trains.
 """
 import collections
 import glob
+import numbers
 import os
 import shutil
 import time
@@ -54,7 +55,7 @@ class EvalSpec(collections.namedtuple('EvalSpec', [
     exporters = _check_exporters(exporters)
     for field, value in (('start_delay_secs', start_delay_secs),
                          ('throttle_secs', throttle_secs)):
-      if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+      if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
         raise errors.value_error('`%s` must be a number >= 0.' % field, **{field: value})
     return super().__new__(cls, input_fn, steps, name, errors.check_hooks('hooks', hooks),
                            exporters, start_delay_secs, throttle_secs)

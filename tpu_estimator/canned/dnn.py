@@ -7,6 +7,8 @@ The network is written with graph variables under the original's names
 layers: Dense (Glorot-uniform kernel, zero bias) with `activation_fn`, then dropout in
 training, then batch normalization (momentum 0.999, epsilon 0.001) when asked.
 """
+import numbers
+
 import tensorflow as tf
 
 from tpu_estimator.canned import canned_estimator
@@ -59,16 +61,16 @@ def _layer_summaries(net, scope):
 
 
 def check_hidden_units(hidden_units, name='hidden_units'):
-  if isinstance(hidden_units, int) or not hasattr(hidden_units, '__iter__') or \
-      not list(hidden_units) or \
-      not all(isinstance(u, int) and not isinstance(u, bool) and u > 0 for u in hidden_units):
+  if isinstance(hidden_units, (int, str)) or not hasattr(hidden_units, '__iter__') or \
+      not list(hidden_units) or not all(errors.is_int(u) and u > 0 for u in hidden_units):
     raise errors.value_error('%s must be a non-empty list of positive ints.' % name,
                              'E.g. %s=[64, 32].' % name, **{name: hidden_units})
-  return list(hidden_units)
+  return [int(u) for u in hidden_units]
 
 
 def check_dropout(dropout, name='dropout'):
-  if dropout is not None and not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
+  if dropout is not None and not (isinstance(dropout, numbers.Real) and
+                                  not isinstance(dropout, bool) and 0 <= dropout < 1):
     raise errors.value_error('%s must be None or a probability in [0, 1).' % name,
                              **{name: dropout})
   return dropout

@@ -268,7 +268,7 @@ class BaselineRegressor(canned_estimator.CannedEstimator):
 
   def __init__(self, model_dir=None, label_dimension=1, weight_column=None, optimizer='Ftrl',
                config=None, loss_reduction=SUM):
-    if isinstance(label_dimension, bool) or not isinstance(label_dimension, int):
+    if not errors.is_int(label_dimension):
       raise errors.type_error('label_dimension must be an int.', label_dimension=label_dimension)
     head = _regression_head(label_dimension, weight_column, loss_reduction)
     super().__init__(head, [baseline.baseline_part(optimizer)], model_dir, config,
