@@ -321,6 +321,7 @@ def test_numpy_numbers_and_bytes_vocabulary_are_taken_as_by_the_original(tmp_pat
   canned.DNNClassifier([4], [X], n_classes=np.int64(3))
   canned.LinearRegressor([X], label_dimension=np.int64(2))
   canned.BaselineRegressor(label_dimension=np.int32(1))
+  assert canned.LinearRegressor([X], loss_reduction='auto').head.loss_reduction == 'auto'
   assert tpu_estimator.EvalSpec(lambda: None, throttle_secs=np.float32(1.5)).throttle_secs == 1.5
 
 
