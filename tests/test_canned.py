@@ -312,13 +312,16 @@ def test_wrong_types_raise_type_errors_naming_them(make, match):
 
 def test_numpy_numbers_and_bytes_vocabulary_are_taken_as_by_the_original(tmp_path):
   """The original compared these values (hidden_units from numpy, np.int64 n_classes and
-  label_dimension, a numpy dropout, a bytes vocabulary); they were refused as not int/str."""
+  label_dimension, a numpy dropout, a bytes vocabulary) and its Dense layers took an
+  activation by name; they were refused as not int/str/callable."""
   est = canned.DNNClassifier(np.array([4, 2]), [X], model_dir=str(tmp_path), n_classes=2,
                              dropout=np.float32(0.1), label_vocabulary=(b'neg', b'pos'),
-                             config=CONFIG)
+                             activation_fn='tanh', config=CONFIG)
   est.train(_input_fn(BINARY), steps=1)
   assert est.get_variable_value('dnn/hiddenlayer_1/kernel').shape == (4, 2)
   canned.DNNClassifier([4], [X], n_classes=np.int64(3))
+  with pytest.raises(TypeError, match="activation_fn='nope'"):
+    canned.DNNRegressor([4], [X], activation_fn='nope')
   canned.LinearRegressor([X], label_dimension=np.int64(2))
   canned.BaselineRegressor(label_dimension=np.int32(1))
   assert canned.LinearRegressor([X], loss_reduction='auto').head.loss_reduction == 'auto'

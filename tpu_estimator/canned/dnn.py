@@ -76,6 +76,26 @@ def check_dropout(dropout, name='dropout'):
   return dropout
 
 
+def _activation(activation_fn):
+  """A callable, None, or a Keras activation's name ('relu', 'tanh', ...), which the
+  original's Dense layers took too."""
+  if activation_fn is None or callable(activation_fn):
+    return activation_fn
+  if isinstance(activation_fn, str):
+    try:
+      import tf_keras  # pylint: disable=import-outside-toplevel
+      activations = tf_keras.activations  # the original's (Keras 2) functions
+    except ImportError:
+      activations = tf.keras.activations
+    try:
+      return activations.get(activation_fn)
+    except ValueError:
+      pass
+  raise errors.type_error('activation_fn must be callable or a Keras activation name.',
+                          'E.g. activation_fn=tf.nn.relu or \'relu\'.',
+                          activation_fn=activation_fn)
+
+
 def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_, optimizer,
              argument='optimizer', learning_rate=LEARNING_RATE, partitioner=None,
              input_layer_partitioner=None):
@@ -84,8 +104,7 @@ def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_,
   feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
   hidden_units = check_hidden_units(hidden_units)
   dropout = check_dropout(dropout)
-  if activation_fn is not None and not callable(activation_fn):
-    raise errors.type_error('activation_fn must be callable.', activation_fn=activation_fn)
+  activation_fn = _activation(activation_fn)
 
   def build(features, mode, logits_dimension):
     training = mode == ModeKeys.TRAIN
