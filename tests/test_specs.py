@@ -210,6 +210,17 @@ def test_eval_metric_ops_accept_updated_keras_metrics(graph):
     sess.run(update)
     sess.run(update)
     assert sess.run(value) == pytest.approx(2.0)
+  def metric_fn(labels):  # TPUEstimatorSpec's eval_metrics may return Metric objects too
+    label_mean = tf.keras.metrics.Mean(name='label_mean')
+    label_mean.update_state(labels)
+    return {'label_mean': label_mean}
+
+  tpu = te.TPUEstimatorSpec(EVAL, loss=_loss(), eval_metrics=(metric_fn, [tf.constant([4.])]))
+  tpu_value, tpu_update = tpu.as_estimator_spec().eval_metric_ops['label_mean']
+  with v1.Session() as sess:
+    sess.run(v1.local_variables_initializer())
+    sess.run(tpu_update)
+    assert sess.run(tpu_value) == pytest.approx(4.0)
   idle = tf.keras.metrics.Mean(name='idle')
   with pytest.raises(ValueError, match=_match('Please call update_state(...) on the "idle"')):
     te.EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={'idle': idle})
