@@ -1,5 +1,6 @@
 """The Estimator core: train/evaluate/predict semantics, checkpoints, hooks, errors."""
 import argparse
+import functools
 import glob
 import os
 
@@ -186,7 +187,8 @@ def test_predict_features_only_dataset_and_tensor_predictions(tmp_path, data):
 
 def test_arguments_the_original_took(tmp_path, data):
   """params of any type (an argparse.Namespace, as HParams were), predict_keys as any
-  collection (empty: all keys), and TPUEstimator flags given as 1/0."""
+  collection (empty: all keys), a model_fn partial binding an argument by position, and
+  TPUEstimator flags given as 1/0."""
   x, y = data
   inner = h.make_model_fn()
 
@@ -200,6 +202,10 @@ def test_arguments_the_original_took(tmp_path, data):
   est.train(input_fn, steps=1)
   assert set(next(est.predict(input_fn, predict_keys=[]))) == {'classes', 'probabilities'}
   assert set(next(est.predict(input_fn, predict_keys={'classes'}))) == {'classes'}
+  bound = functools.partial(lambda scale, features, labels, mode: inner(
+      features, labels, mode, {'scale': scale}), 2.0)
+  te.Estimator(bound, model_dir=str(tmp_path / 'partial')).train(
+      h.dataset_input_fn(x, y, batch_size=16), steps=1)
   tpu = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(
       tmp_path / 'tpu')), train_batch_size=16, use_tpu=0, export_to_tpu=np.bool_(False))
   assert tpu._use_tpu is False  # pylint: disable=protected-access

@@ -1,4 +1,6 @@
 """Calling the user's `model_fn`: signature checks and argument injection."""
+import inspect
+
 import tensorflow as tf
 
 from tpu_estimator.distribute.input_fn import accepted_kwargs
@@ -13,6 +15,16 @@ _log = tf.get_logger()
 _ALLOWED_ARGS = frozenset(['features', 'labels', 'mode', 'params', 'config'])
 
 
+def _model_fn_args(model_fn):
+  """The argument names of `model_fn`, less those a `functools.partial` binds by position
+  (the original's argument reading left them out too)."""
+  args = fn_args(model_fn)
+  if getattr(model_fn, 'args', None) and hasattr(model_fn, 'func'):
+    remaining = inspect.signature(model_fn).parameters
+    args = tuple(a for a in args if a in remaining)
+  return args
+
+
 def verify_model_fn(model_fn, params, require_params=False):
   """The constructor's checks: callable, takes `features`, no unknown arguments, `params`."""
   if model_fn is None:
@@ -20,7 +32,7 @@ def verify_model_fn(model_fn, params, require_params=False):
                      'model_fn(features, labels, mode, params, config) returning a spec.')
   if not callable(model_fn):
     raise errors.type_error('`model_fn` must be callable.', model_fn=model_fn)
-  args = set(fn_args(model_fn))
+  args = set(_model_fn_args(model_fn))
   if 'features' not in args:
     raise errors.value_error('model_fn must take a `features` argument.',
                              'Define model_fn(features, labels, mode, params, config).',
@@ -42,7 +54,7 @@ def verify_model_fn(model_fn, params, require_params=False):
 
 def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_spec=False):
   """Calls `model_fn` with the arguments it accepts and checks what it returns."""
-  args = fn_args(model_fn)
+  args = _model_fn_args(model_fn)
   if 'labels' not in args and labels is not None:
     raise errors.value_error('model_fn does not take `labels`, but input_fn returns labels.',
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
