@@ -624,7 +624,7 @@ def _hook_tensors(hooks):
 def _flag(name, value):
   """A bool argument: True/False, a numpy bool, or 1/0 (the original read them as truth
   values); anything else (a string such as 'False' would read as true) is refused."""
-  if isinstance(value, (bool, np.bool_)) or (isinstance(value, int) and value in (0, 1)):
+  if isinstance(value, (bool, np.bool_)) or (errors.is_int(value) and value in (0, 1)):
     return bool(value)
   raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
 
