@@ -79,7 +79,12 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
     # returning a TRAIN spec also evaluated); it is checked again for that mode here.
     _log.warning('model_fn returned a spec for mode %r in a %r call; it is used for %r.',
                  spec.mode, mode, mode)
-    spec = type(spec)(**dict(spec._asdict(), mode=mode))
+    try:
+      spec = type(spec)(**dict(spec._asdict(), mode=mode))
+    except (TypeError, ValueError) as exc:
+      raise type(exc)('model_fn returned a spec for mode %r in a %r call, which it cannot '
+                      'serve: %s Build the spec with the `mode` argument model_fn received.'
+                      % (spec.mode, mode, exc)) from exc
   return spec
 
 
