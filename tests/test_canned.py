@@ -176,9 +176,9 @@ def test_dnn_classifier_learns_with_the_original_keys_and_names(tmp_path):
                              config=CONFIG)
   est.train(_input_fn(BINARY), steps=60)
   metrics = est.evaluate(_input_fn(BINARY, repeat=False))
-  assert sorted(metrics) == ['accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall',
-                             'average_loss', 'global_step', 'label/mean', 'loss', 'precision',
-                             'prediction/mean', 'recall']
+  assert list(metrics) == ['accuracy', 'accuracy_baseline', 'auc', 'auc_precision_recall',
+                           'average_loss', 'label/mean', 'loss', 'precision',
+                           'prediction/mean', 'recall', 'global_step']  # the original's order
   assert metrics['global_step'] == 60
   assert metrics['accuracy'] >= 0.85, metrics
   names = est.get_variable_names()
@@ -240,6 +240,36 @@ def test_keras_3_and_tf1_optimizer_instances(tmp_path):
   assert tf1.get_variable_value('global_step') == 2
 
 
+def _decayed(global_step):
+  return _v1.train.exponential_decay(0.1, global_step=global_step, decay_steps=10000,
+                                     decay_rate=0.96)
+
+
+def test_optimizer_factory_runs_in_the_model_graph(tmp_path):
+  """As the original: the factory is called inside the model's graph, so it may read the
+  global step (the premade-estimator tutorials' decayed learning rate); a Keras 3 optimizer
+  from a factory leaves no variables of its own in the checkpoint."""
+  tf_keras = pytest.importorskip('tf_keras')
+  labels = (FEATURES['x'] > 0).astype(np.int64)
+  legacy = canned.LinearClassifier([X], model_dir=str(tmp_path / 'legacy'), optimizer=lambda:
+                                   tf_keras.optimizers.legacy.Ftrl(
+                                       learning_rate=_decayed(_v1.train.get_global_step())))
+  legacy.train(_input_fn(labels), steps=2)
+  assert legacy.get_variable_value('global_step') == 2
+  scheduled = canned.LinearClassifier([X], model_dir=str(tmp_path / 'k3'), optimizer=lambda:
+                                      tf.keras.optimizers.Ftrl(
+                                          tf.keras.optimizers.schedules.ExponentialDecay(
+                                              0.1, 10000, 0.96)))
+  scheduled.train(_input_fn(labels), steps=2)
+  names = scheduled.get_variable_names()
+  assert not [n for n in names if not n.startswith(('linear/', 'training/Ftrl/', 'global'))]
+  tensor_lr = canned.LinearClassifier([X], model_dir=str(tmp_path / 'bad'), optimizer=lambda:
+                                      tf.keras.optimizers.Ftrl(
+                                          _decayed(_v1.train.get_global_step())))
+  with pytest.raises(TypeError, match='tf_keras.optimizers.legacy'):
+    tensor_lr.train(_input_fn(labels), steps=1)
+
+
 def test_warm_start_from_another_model_dir(tmp_path):
   columns = [X, fc.indicator_column(COLOR)]
   source = canned.DNNRegressor([4], columns, model_dir=str(tmp_path / 'a'), config=CONFIG)
@@ -278,6 +308,24 @@ def test_bad_arguments_raise_value_errors_naming_them(make, match):
 def test_wrong_types_raise_type_errors_naming_them(make, match):
   with pytest.raises(TypeError, match=match):
     make()
+
+
+def test_numpy_numbers_and_bytes_vocabulary_are_taken_as_by_the_original(tmp_path):
+  """The original compared these values (hidden_units from numpy, np.int64 n_classes and
+  label_dimension, a numpy dropout, a bytes vocabulary) and its Dense layers took an
+  activation by name; they were refused as not int/str/callable."""
+  est = canned.DNNClassifier(np.array([4, 2]), [X], model_dir=str(tmp_path), n_classes=2,
+                             dropout=np.float32(0.1), label_vocabulary=(b'neg', b'pos'),
+                             activation_fn='tanh', config=CONFIG)
+  est.train(_input_fn(BINARY), steps=1)
+  assert est.get_variable_value('dnn/hiddenlayer_1/kernel').shape == (4, 2)
+  canned.DNNClassifier([4], [X], n_classes=np.int64(3))
+  with pytest.raises(TypeError, match="activation_fn='nope'"):
+    canned.DNNRegressor([4], [X], activation_fn='nope')
+  canned.LinearRegressor([X], label_dimension=np.int64(2))
+  canned.BaselineRegressor(label_dimension=np.int32(1))
+  assert canned.LinearRegressor([X], loss_reduction='auto').head.loss_reduction == 'auto'
+  assert tpu_estimator.EvalSpec(lambda: None, throttle_secs=np.float32(1.5)).throttle_secs == 1.5
 
 
 def test_multi_label_head_loss_averages_classes_and_takes_sparse_labels():

@@ -109,8 +109,8 @@ def test_baseline_classifier_learns_the_prior(tmp_path):
      ValueError, "linear_optimizer='Nope'"),
     (lambda: v1.LinearClassifier([X], loss_reduction='sum'), ValueError,
      "loss_reduction='sum'"),
-    (lambda: v1.BaselineRegressor(loss_reduction=_v1.losses.Reduction.MEAN), ValueError,
-     "loss_reduction='weighted_mean'"),
+    (lambda: v1.BaselineRegressor(loss_reduction=_v1.losses.Reduction.NONE), ValueError,
+     "loss_reduction='none'"),
 ])
 def test_bad_arguments_name_themselves(make, error, match):
   with pytest.raises(error, match=match):
@@ -123,6 +123,23 @@ def test_sum_over_batch_size_is_accepted(tmp_path):
   est.train(_input_fn(BINARY), steps=1)
   metrics = est.evaluate(_input_fn(BINARY, repeat=False))
   np.testing.assert_allclose(metrics['loss'], metrics['average_loss'], rtol=1e-4)
+
+
+@pytest.mark.parametrize('reduction', [_v1.losses.Reduction.MEAN,
+                                       _v1.losses.Reduction.SUM_BY_NONZERO_WEIGHTS])
+def test_weighted_mean_reductions_as_the_original(reduction):
+  """The original's v1 estimators took every Reduction but NONE: MEAN divides the weighted
+  sum by the sum of the weights, SUM_BY_NONZERO_WEIGHTS by their non-zero count (values
+  checked against tensorflow-estimator 2.15's LinearRegressor)."""
+  head = v1._regression_head(1, 'w', v1.loss_reduction_of(reduction))
+  labels = np.array([[1.], [2.], [3.], [4.]], np.float32)
+  logits = np.array([[0.], [1.], [1.], [6.]], np.float32)
+  weights = np.array([0., 1., 2., 0.5], np.float32)
+  with tf.Graph().as_default(), _v1.Session() as sess:
+    loss = sess.run(head.loss(tf.constant(labels), tf.constant(logits), {'w': weights}))
+  total = (weights * (labels - logits)[:, 0] ** 2).sum()
+  divisor = weights.sum() if reduction == 'weighted_mean' else np.count_nonzero(weights)
+  np.testing.assert_allclose(loss, total / divisor, rtol=1e-6)
 
 
 def test_legacy_namespaces_hold_the_v1_classes():

@@ -61,6 +61,7 @@ def _run_rounds(pythons, workdir):
       tasks.append({'task': 'write', 'model': m, 'dir': d(impl, 'src_' + m), 'steps': N_STEPS})
       tasks.append({'task': 'write', 'model': m, 'dir': d(impl, 'full_' + m),
                     'steps': N_STEPS + K_STEPS})
+    tasks.append({'task': 'contract', 'dir': d(impl, 'contract')})
     round1[impl] = tasks
   out1 = reference.run_both(pythons, PROGRAM, round1, workdir, 'round1', TIMEOUT)
 
@@ -85,6 +86,7 @@ def _run_rounds(pythons, workdir):
         'src': {m: r1[n + 2 * i] for i, m in enumerate(RESUME_MODELS)},
         'full': {m: r1[n + 2 * i + 1] for i, m in enumerate(RESUME_MODELS)},
         'resumed': dict(zip(RESUME_MODELS, out2[impl]['results'])),
+        'contract': r1[n + 2 * len(RESUME_MODELS)],
     }
   return results
 
@@ -168,7 +170,7 @@ def test_evaluate_metric_keys_and_values(runs, model, which):
   results = _checked(runs)
   orig = _scenario(results, 'orig', model)[which]
   ours = _scenario(results, 'ours', model)[which]
-  assert sorted(ours) == sorted(orig)
+  assert list(ours) == list(orig)  # the order too: names sorted, then global_step
   assert {'loss', 'global_step', 'accuracy'} <= set(orig)
   assert_close(orig, ours, '%s %s' % (model, which))
 
@@ -270,3 +272,16 @@ def test_resumed_checkpoint_files(runs, model):
         results['orig']['resumed'][model]['before'][field]
     assert results['ours']['resumed'][model]['after'][field] == \
         results['orig']['resumed'][model]['after'][field]
+
+
+def test_contract_details_as_the_original(runs):
+  """Float step counts (2.5 trains 3, max_steps=5.2 stops at 6, evaluate(steps=1.5) reads 2
+  batches), a (None,) loss, a tf.Variable and a Keras Metric as metric values, evaluate's key
+  order, and add_metrics: the same results on both."""
+  results = _checked(runs)
+  orig, ours = results['orig']['contract'], results['ours']['contract']
+  assert (orig['after_steps_2_5'], orig['after_max_steps_5_2']) == (3, 6)
+  assert orig['keys']['eval_all'] == ['accuracy', 'bias', 'loss', 'zeta_keras', 'global_step']
+  assert orig['add_metrics']['accuracy'] == -1.0
+  assert ours['keys'] == orig['keys']
+  assert_close(orig, ours, 'contract')

@@ -1,4 +1,6 @@
 """The Estimator core: train/evaluate/predict semantics, checkpoints, hooks, errors."""
+import argparse
+import functools
 import glob
 import os
 
@@ -37,6 +39,22 @@ def test_steps_are_incremental_and_max_steps_absolute(tmp_path, data):
   assert h.snapshot(str(tmp_path)) == before
 
 
+def test_float_step_counts_run_whole_steps_as_the_original(tmp_path, data):
+  """tensorflow-estimator took float step counts and ran whole steps until the count was
+  reached: steps=2.5 trains 3, evaluate(steps=1.5) reads 2 batches; the specs keep the
+  value given."""
+  x, y = data
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(x, y), steps=2.5)
+  assert est.get_variable_value('global_step') == 3
+  est.train(h.dataset_input_fn(x, y), max_steps=np.float32(5.0))
+  assert est.get_variable_value('global_step') == 5
+  result = est.evaluate(h.dataset_input_fn(x, y), steps=1.5)
+  np.testing.assert_allclose(result['mean_label'], y[:32].mean(), rtol=1e-6)
+  assert te.TrainSpec(lambda: None, max_steps=10.5).max_steps == 10.5
+  assert te.EvalSpec(lambda: None, steps=2.0).steps == 2.0
+
+
 def test_trains_until_end_of_input_without_steps(tmp_path, data):
   est = _est(tmp_path)
   est.train(h.dataset_input_fn(*data, repeat=False))  # 96 / 16 = 6 batches
@@ -48,7 +66,9 @@ def test_trains_until_end_of_input_without_steps(tmp_path, data):
     ({'steps': 0}, ValueError, 'steps > 0.*steps=0'),
     ({'steps': -3}, ValueError, 'steps=-3'),
     ({'max_steps': 0}, ValueError, 'max_steps > 0.*max_steps=0'),
-    ({'steps': 1.5}, TypeError, 'steps=1.5'),
+    ({'steps': '3'}, TypeError, "steps='3'"),
+    ({'steps': True}, TypeError, 'steps=True'),
+    ({'max_steps': float('nan')}, ValueError, 'max_steps=nan'),
     ({'steps': 1, 'hooks': ['not a hook']}, TypeError, 'SessionRunHook'),
     ({'steps': 1, 'saving_listeners': [object()]}, TypeError, 'CheckpointSaverListener'),
 ])
@@ -66,7 +86,8 @@ def test_evaluate_returns_metrics_loss_and_global_step(tmp_path, data):
   est = _est(tmp_path)
   est.train(h.dataset_input_fn(x, y), steps=4)
   result = est.evaluate(h.dataset_input_fn(x[:40], y[:40], repeat=False))
-  assert set(result) == {'accuracy', 'mean_label', 'loss', 'global_step'}
+  # the original's order: metric names sorted (loss among them), then global_step
+  assert list(result) == ['accuracy', 'loss', 'mean_label', 'global_step']
   assert result['global_step'] == 4
   # loss is the mean over batches (16, 16, 8) of each batch's mean loss
   kernel, bias = est.get_variable_value('dense/kernel'), est.get_variable_value('dense/bias')
@@ -77,6 +98,36 @@ def test_evaluate_returns_metrics_loss_and_global_step(tmp_path, data):
   np.testing.assert_allclose(result['loss'], np.mean(batch_means), rtol=1e-5)
   np.testing.assert_allclose(result['accuracy'], np.mean(logits.argmax(1) == y[:40]))
   np.testing.assert_allclose(result['mean_label'], y[:40].mean(), rtol=1e-6)
+
+
+def test_keras_metrics_and_add_metrics(tmp_path, data):
+  """Keras Metric objects as eval_metric_ops values, and tf.estimator.add_metrics, as the
+  original: the value is result(), updated by what model_fn/metric_fn did; the variables are
+  local, reset by each evaluation (the second call does not accumulate the first's)."""
+  tf_keras = pytest.importorskip('tf_keras')
+  x, y = data
+  est = _est(tmp_path)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+
+  def metric_fn(labels, predictions, config):
+    assert isinstance(config, te.EstimatorRunConfig)
+    keras3 = tf.keras.metrics.Mean(name='k3')
+    keras3.update_state(tf.cast(labels, tf.float32))
+    legacy = tf_keras.metrics.Sum(name='k2')
+    legacy.update_state(tf.ones_like(predictions['classes'], tf.float32))
+    return {'k3_label': keras3, 'k2_rows': legacy, 'accuracy': (tf.constant(-1.0), tf.no_op())}
+
+  extended = te.add_metrics(est, metric_fn)
+  assert extended.model_dir == est.model_dir
+  for _ in range(2):
+    result = extended.evaluate(h.dataset_input_fn(x[:40], y[:40], repeat=False))
+    assert list(result) == ['accuracy', 'k2_rows', 'k3_label', 'loss', 'mean_label',
+                            'global_step']
+    np.testing.assert_allclose(result['k3_label'], y[:40].mean(), rtol=1e-6)
+    assert result['k2_rows'] == 40 and result['accuracy'] == -1.0
+  assert set(extended.get_variable_names()) == set(est.get_variable_names())
+  with pytest.raises(ValueError, match=r"metric_fn has arguments.*\['mode'\]"):
+    te.add_metrics(est, lambda labels, mode: {})
 
 
 def test_evaluate_steps_and_named_eval_dir(tmp_path, data):
@@ -132,6 +183,60 @@ def test_predict_features_only_dataset_and_tensor_predictions(tmp_path, data):
   est = te.Estimator(model_fn, model_dir=str(tmp_path))
   out = list(est.predict(lambda: tf.data.Dataset.from_tensor_slices({'x': x}).batch(10)))
   assert len(out) == 96 and out[0].shape == (h.NUM_CLASSES,)
+
+
+def test_arguments_the_original_took(tmp_path, data):
+  """params of any type (an argparse.Namespace, as HParams were), predict_keys as any
+  collection (empty: all keys), a model_fn partial binding an argument by position, and
+  TPUEstimator flags given as 1/0."""
+  x, y = data
+  inner = h.make_model_fn()
+
+  def model_fn(features, labels, mode, params):
+    return inner(features, labels, mode, {})
+
+  def input_fn(params):
+    return h.dataset_input_fn(x, y, repeat=False)({'batch_size': params.batch_size})
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path), params=argparse.Namespace(batch_size=16))
+  est.train(input_fn, steps=1)
+  assert set(next(est.predict(input_fn, predict_keys=[]))) == {'classes', 'probabilities'}
+  assert set(next(est.predict(input_fn, predict_keys={'classes'}))) == {'classes'}
+  bound = functools.partial(lambda scale, features, labels, mode: inner(
+      features, labels, mode, {'scale': scale}), 2.0)
+  te.Estimator(bound, model_dir=str(tmp_path / 'partial')).train(
+      h.dataset_input_fn(x, y, batch_size=16), steps=1)
+  tpu = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(
+      tmp_path / 'tpu')), train_batch_size=16, use_tpu=0, export_to_tpu=np.bool_(False))
+  assert tpu._use_tpu is False  # pylint: disable=protected-access
+  with pytest.raises(TypeError, match="use_tpu='False'"):
+    te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(tmp_path)),
+                    train_batch_size=16, use_tpu='False')
+
+
+def test_model_fn_calls_as_the_original(tmp_path, data):
+  """model_fn gets labels=None in PREDICT, so one without a labels argument predicts from a
+  labelled input_fn; a spec built for another mode (a model_fn with no `mode` argument
+  returning a TRAIN spec) serves the call's mode."""
+  x, y = data
+  inner = h.make_model_fn()
+
+  def always_train(features, labels, params):
+    return inner(features, labels, te.ModeKeys.TRAIN, params)
+
+  est = te.Estimator(always_train, model_dir=str(tmp_path / 'train_spec'),
+                     params={'batch_size': 16})
+  est.train(h.dataset_input_fn(x, y), steps=2)
+  result = est.evaluate(h.dataset_input_fn(x, y), steps=1)
+  assert result['global_step'] == 2 and 'accuracy' in result
+
+  def no_labels(features, mode, params):
+    return te.EstimatorSpec(mode, predictions=h._logits(features))
+
+  predictor = te.Estimator(no_labels, model_dir=str(tmp_path / 'no_labels'),
+                           params={'batch_size': 16})
+  assert next(predictor.predict(h.dataset_input_fn(x, y, repeat=False))).shape == (
+      h.NUM_CLASSES,)
 
 
 def test_input_fn_variants(tmp_path, data):

@@ -117,6 +117,28 @@ def test_export_outputs_become_signatures(tmp_path):
   assert open(os.path.join(path, 'assets.extra', 'extra', 'vocab.txt')).read() == 'a\nb\n'
 
 
+def test_single_tensor_predictions_export(tmp_path):
+  """A model_fn predicting one Tensor (not a dict) exports, its serving output named
+  'output' as the original's default PredictOutput named it (was: a Tensor's truth value was
+  asked)."""
+  x, y = h.make_data(16)
+
+  def model_fn(features, labels, mode):
+    logits = h._logits(features)
+    if mode == te.ModeKeys.PREDICT:
+      return te.EstimatorSpec(mode, predictions=tf.nn.softmax(logits))
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    return te.EstimatorSpec(mode, loss=loss, train_op=v1.assign_add(
+        v1.train.get_global_step(), 1))
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path / 'm'))
+  est.train(h.dataset_input_fn(x, y, batch_size=8), steps=1)
+  path = est.export_saved_model(str(tmp_path / 'e'), _raw_receiver()).decode()
+  out = tf.saved_model.load(path).signatures['serving_default'](x=tf.constant(x[:2]))
+  assert list(out) == ['output'] and out['output'].shape == (2, h.NUM_CLASSES)
+
+
 @pytest.mark.parametrize('call,error,match', [
     (lambda est, d: est.export_saved_model(d, None), TypeError, 'serving_input_receiver_fn'),
     (lambda est, d: est.export_saved_model(d, lambda: 'x'), TypeError, 'ServingInputReceiver'),

@@ -191,8 +191,6 @@ ROWS = [
         lambda c: te.Estimator(lambda features, labels, mode: None, model_dir=c.model_dir,
                                params={'lr': 1}),
         ValueError, ['params', "{'lr': 1}"]),
-    Row('estimator_params_not_dict', lambda c: c.est(params=[1, 2]),
-        TypeError, ['params', '[1, 2]']),
     Row('estimator_config_wrong_type', lambda c: c.est(config=te.TPUConfig()),
         TypeError, ['config', 'TPUConfig(']),
     Row('estimator_model_dir_conflict',

@@ -128,6 +128,36 @@ def test_loss_not_scalar_rejected(graph, shape):
     te.EstimatorSpec(EVAL, loss=tf.zeros(shape))
 
 
+@pytest.mark.parametrize('spec_class', [te.EstimatorSpec, te.TPUEstimatorSpec])
+@pytest.mark.parametrize('shape', [[None], [1, 1], [None, None], None])
+def test_loss_of_one_element_or_unknown_size_is_accepted(graph, spec_class, shape):
+  """As the original: only a statically known element count other than one is refused; any
+  other shape compatible with one element is reshaped to a scalar."""
+  loss = v1.placeholder_with_default(tf.reshape(tf.constant(2.5), [1] * len(shape or [1, 1])),
+                                     shape)
+  spec = spec_class(EVAL, loss=loss)
+  if shape is not None:
+    assert spec.loss.shape == tf.TensorShape([])
+  assert _run(spec.loss) == pytest.approx(2.5)
+
+
+def test_variables_are_accepted_where_tensors_are(graph):
+  """The original took any TensorFlow tensor type, variables included, for the loss, the
+  predictions and the metric values; they are read where they are returned."""
+  weight = v1.get_variable('w', [2], initializer=v1.constant_initializer(1.5))
+  scalar = v1.get_variable('s', [], initializer=v1.constant_initializer(0.5))
+  spec = te.EstimatorSpec(TRAIN, loss=scalar, train_op=tf.no_op(),
+                          predictions={'w': weight, 'p': tf.constant([1.0, 2.0])},
+                          eval_metric_ops={'w': (weight, tf.no_op())})
+  single = te.EstimatorSpec(PREDICT, predictions=weight)
+  tpu = te.TPUEstimatorSpec(PREDICT, predictions={'w': weight})
+  got = _run([spec.loss, spec.predictions['w'], single.predictions, tpu.predictions['w']])
+  assert got[0] == pytest.approx(0.5)
+  for value in got[1:]:
+    np.testing.assert_allclose(value, [1.5, 1.5])
+  assert sorted(single.export_outputs) == ['serving_default']
+
+
 # --------------------------------------------------------------------------------------------
 # train_op, predictions, eval_metric_ops, hooks, scaffold
 
@@ -160,6 +190,40 @@ def test_eval_metric_ops_accepts_metric_tuples(graph):
   metric = v1.metrics.accuracy(labels, tf.constant([1, 1, 1]))
   spec = te.EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={'accuracy': metric})
   assert spec.eval_metric_ops == {'accuracy': metric}
+
+
+def test_eval_metric_ops_accept_updated_keras_metrics(graph):
+  """A Keras Metric becomes (result(), its update), its variables local and metric variables
+  (never checkpointed); one never updated is refused with the original's words."""
+  metric = tf.keras.metrics.Mean(name='m')
+  metric.update_state(tf.constant([1.0, 3.0]))
+  spec = te.EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={'m': metric})
+  value, update = spec.eval_metric_ops['m']
+  variables = [v.value for v in metric.variables]
+  for collection, present in ((v1.GraphKeys.LOCAL_VARIABLES, True),
+                              (v1.GraphKeys.METRIC_VARIABLES, True),
+                              (v1.GraphKeys.GLOBAL_VARIABLES, False)):
+    got = v1.get_collection(collection)
+    assert all(any(v is g for g in got) == present for v in variables), collection
+  with v1.Session() as sess:
+    sess.run(v1.local_variables_initializer())
+    sess.run(update)
+    sess.run(update)
+    assert sess.run(value) == pytest.approx(2.0)
+  def metric_fn(labels):  # TPUEstimatorSpec's eval_metrics may return Metric objects too
+    label_mean = tf.keras.metrics.Mean(name='label_mean')
+    label_mean.update_state(labels)
+    return {'label_mean': label_mean}
+
+  tpu = te.TPUEstimatorSpec(EVAL, loss=_loss(), eval_metrics=(metric_fn, [tf.constant([4.])]))
+  tpu_value, tpu_update = tpu.as_estimator_spec().eval_metric_ops['label_mean']
+  with v1.Session() as sess:
+    sess.run(v1.local_variables_initializer())
+    sess.run(tpu_update)
+    assert sess.run(tpu_value) == pytest.approx(4.0)
+  idle = tf.keras.metrics.Mean(name='idle')
+  with pytest.raises(ValueError, match=_match('Please call update_state(...) on the "idle"')):
+    te.EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={'idle': idle})
 
 
 def test_eval_metric_ops_not_a_dict(graph):

@@ -123,7 +123,8 @@ def test_sharded_eval_metrics_equal_single_device(tmp_path, n):
   reference = _eval_all(tmp_path / 'one', 1, False, n)
   for shards in SHARDS:
     got = _eval_all(tmp_path / str(shards), shards, True, n)
-    assert set(got) == {'accuracy', 'mean_label', 'loss', 'global_step'}
+    # the original's order: metric names sorted (loss among them), then global_step
+    assert list(got) == list(reference) == ['accuracy', 'loss', 'mean_label', 'global_step']
     assert got['global_step'] == reference['global_step'] == 6
     for key in ('accuracy', 'mean_label', 'loss'):
       np.testing.assert_allclose(got[key], reference[key], atol=1e-6, err_msg=key)

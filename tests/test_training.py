@@ -93,6 +93,8 @@ def test_best_exporter_default_compares_loss(tmp_path):
     (lambda: te.TrainSpec(lambda: None, max_steps=0), ValueError, 'max_steps=0'),
     (lambda: te.TrainSpec(lambda: None, hooks=[1]), TypeError, 'SessionRunHook'),
     (lambda: te.EvalSpec(lambda: None, steps=-1), ValueError, 'steps=-1'),
+    (lambda: te.EvalSpec(lambda: None, steps='2'), TypeError, "steps='2'"),
+    (lambda: te.TrainSpec(lambda: None, max_steps=0.0), ValueError, 'max_steps=0.0'),
     (lambda: te.EvalSpec(lambda: None, throttle_secs=-5), ValueError, 'throttle_secs=-5'),
     (lambda: te.EvalSpec(lambda: None, exporters=['x']), TypeError, 'Exporter'),
     (lambda: te.EvalSpec(lambda: None, exporters=[te.FinalExporter('a', _receiver()),

@@ -23,6 +23,7 @@ from tpu_estimator.errors import NanLossDuringTrainingError
 from tpu_estimator.errors import NoCheckpointError
 from tpu_estimator.estimator import Estimator
 from tpu_estimator.estimator import TPUEstimator
+from tpu_estimator.estimator import add_metrics
 from tpu_estimator.inputs import numpy_input_fn
 from tpu_estimator.inputs import pandas_input_fn
 from tpu_estimator.checkpoints.lock import ModelDirLockedError
@@ -75,7 +76,7 @@ class ExportSavedModelApiVersion:
 
 __all__ = [
     'BestExporter', 'EvalSpec', 'Exporter', 'FinalExporter', 'LatestExporter', 'TrainSpec',
-    'train_and_evaluate',
+    'train_and_evaluate', 'add_metrics',
     'CheckpointSaverHook', 'CheckpointSaverListener', 'CorruptCheckpointError',
     'CrossShardOptimizer', 'Estimator',
     'EstimatorRunConfig', 'EstimatorSpec', 'ExportSavedModelApiVersion', 'FeedFnHook',

@@ -5,6 +5,7 @@ Every message says what was expected, what was received and how to fix it, e.g.
 with 4 shards. Fix: ...``.
 """
 import contextlib
+import math
 import numbers
 import re
 
@@ -48,6 +49,12 @@ def type_error(what, fix=None, **values):
   return TypeError(msg)
 
 
+def is_int(value):
+  """An integer, numpy's included (the original's checks compared values, so they took
+  them), not a bool."""
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_positive_int(name, value, allow_none=False):
   """Raises unless `value` is an int > 0 (or None when allowed)."""
   if value is None and allow_none:
@@ -56,6 +63,23 @@ def check_positive_int(name, value, allow_none=False):
     raise type_error('`%s` must be an int.' % name, 'Pass a positive integer.', **{name: value})
   if value <= 0:
     raise value_error('`%s` must be positive.' % name, 'Pass an integer > 0.', **{name: value})
+
+
+def step_count(name, value):
+  """A count of steps as an int: None stays None; a positive int, or a positive finite float
+  (tensorflow-estimator took floats and ran whole steps until the count was reached, so 2.5
+  runs 3), rounded up.  Refused: bools, strings, zero, negatives, NaN and infinities."""
+  if value is None:
+    return None
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise type_error('`%s` must be a number of steps.' % name, 'Pass a positive integer.',
+                     **{name: value})
+  if not math.isfinite(value):
+    raise value_error('`%s` must be finite.' % name, 'Pass None for no limit.', **{name: value})
+  if value <= 0:
+    raise value_error('Must specify %s > 0.' % name, 'Pass a positive integer.',
+                      **{name: value})
+  return int(math.ceil(value))
 
 
 def check_non_negative(name, value, allow_none=True):

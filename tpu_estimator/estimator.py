@@ -22,6 +22,7 @@ from tpu_estimator.core import savedmodel
 from tpu_estimator.core import steps as steps_lib
 from tpu_estimator.core import strategy_steps
 from tpu_estimator.distribute import gpus
+from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.distribute import layout as layout_lib
 from tpu_estimator.distribute import replication
 from tpu_estimator.distribute import xla
@@ -31,19 +32,11 @@ from tpu_estimator.hooks import progress
 from tpu_estimator.hooks import run_control as hooks_lib
 from tpu_estimator import quiet
 from tpu_estimator.specs import ModeKeys
+from tpu_estimator.specs import TPUEstimatorSpec
 from tpu_estimator import warm_starting
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
-
-
-def _check_steps(name, value):
-  if value is None:
-    return
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise errors.type_error('`%s` must be an int.' % name, **{name: value})
-  if value <= 0:
-    raise errors.value_error('Must specify %s > 0.' % name, **{name: value})
 
 
 class Estimator:
@@ -54,8 +47,8 @@ class Estimator:
     self._init(model_fn, model_dir, config, params, warm_start_from, RunConfig)
 
   def _init(self, model_fn, model_dir, config, params, warm_start_from, config_type):
-    if params is not None and not isinstance(params, dict):
-      raise errors.type_error('`params` must be a dict.', params=params)
+    # `params` is passed to model_fn and input_fn as given (a dict, or e.g. an HParams or
+    # argparse.Namespace, as the original allowed); TPUEstimator checks its own.
     model_fn_lib.verify_model_fn(model_fn, params,
                                  require_params=self._layout.allow_tpu_spec)
     if config is None:
@@ -146,8 +139,8 @@ class Estimator:
     if steps is not None and max_steps is not None:
       raise errors.value_error('Can not provide both steps and max_steps.',
                                'Pass one of them.', steps=steps, max_steps=max_steps)
-    _check_steps('steps', steps)
-    _check_steps('max_steps', max_steps)
+    steps = errors.step_count('steps', steps)
+    max_steps = errors.step_count('max_steps', max_steps)
     hooks = list(errors.check_hooks('hooks', hooks))
     listeners = list(saving_listeners or ())
     for listener in listeners:
@@ -337,7 +330,7 @@ class Estimator:
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None):
     """Evaluates on `steps` batches (or the whole input) from a checkpoint; returns metrics,
     `loss` (mean over batches) and `global_step`."""
-    _check_steps('steps', steps)
+    steps = errors.step_count('steps', steps)
     hooks = list(errors.check_hooks('hooks', hooks))
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
@@ -457,11 +450,7 @@ class Estimator:
               yield_single_examples=True):
     """Yields predictions per example (or per batch) for every input, in order."""
     hooks = list(errors.check_hooks('hooks', hooks))
-    if predict_keys is not None and not isinstance(predict_keys, (list, tuple, str)):
-      raise errors.type_error('`predict_keys` must be a list of strings.',
-                              predict_keys=predict_keys)
-    if isinstance(predict_keys, str):
-      predict_keys = [predict_keys]
+    predict_keys = _predict_keys(predict_keys)
     if checkpoint_path:
       checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'predict')
     else:
@@ -642,6 +631,27 @@ def _hook_tensors(hooks):
   return found
 
 
+def _flag(name, value):
+  """A bool argument: True/False, a numpy bool, or 1/0 (the original read them as truth
+  values); anything else (a string such as 'False' would read as true) is refused."""
+  if isinstance(value, (bool, np.bool_)) or (errors.is_int(value) and value in (0, 1)):
+    return bool(value)
+  raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
+
+
+def _predict_keys(predict_keys):
+  """`predict_keys` as a list, or None for all: a key, or any collection of keys (a list,
+  tuple, set, dict keys...); empty means all, as in the original."""
+  if predict_keys is None or isinstance(predict_keys, str):
+    return [predict_keys] if predict_keys else None
+  try:
+    keys = list(predict_keys)
+  except TypeError:
+    raise errors.type_error('`predict_keys` must be a list of strings.',
+                            predict_keys=predict_keys) from None
+  return keys or None
+
+
 def _select_keys(predictions, keys):
   if keys is None:
     return predictions
@@ -724,10 +734,10 @@ class TPUEstimator(Estimator):
     if reserved:
       raise errors.value_error('%s are reserved keys but existed in params.' % reserved,
                                'TPUEstimator sets them; rename your keys.', params=params)
-    for name, value in (('use_tpu', use_tpu), ('eval_on_tpu', eval_on_tpu),
-                        ('export_to_tpu', export_to_tpu), ('export_to_cpu', export_to_cpu)):
-      if not isinstance(value, bool):
-        raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
+    use_tpu, eval_on_tpu, export_to_tpu, export_to_cpu = (
+        _flag(name, value) for name, value in (
+            ('use_tpu', use_tpu), ('eval_on_tpu', eval_on_tpu),
+            ('export_to_tpu', export_to_tpu), ('export_to_cpu', export_to_cpu)))
     if use_tpu and train_batch_size is None:
       raise errors.value_error('`train_batch_size` cannot be None with use_tpu=True.',
                                'Pass the global training batch size.',
@@ -756,3 +766,48 @@ class TPUEstimator(Estimator):
     self.train_batch_size = train_batch_size
     self.eval_batch_size = eval_batch_size
     self.predict_batch_size = predict_batch_size
+
+
+_METRIC_FN_ARGS = ('features', 'labels', 'predictions', 'config')
+
+
+def add_metrics(estimator, metric_fn):
+  """A new `Estimator` (same model_dir, config and warm start) whose evaluation also reports
+  the metrics `metric_fn` returns, as `tf.estimator.add_metrics` made one.
+
+  `metric_fn` takes any of `features`, `labels`, `predictions` (the model_fn's) and `config`,
+  and returns `{name: metric}`, each metric a Keras `Metric` it updated or a
+  `(value, update_op)` pair; they join the model_fn's `eval_metric_ops` (a name already there
+  is replaced)."""
+  if not callable(metric_fn):
+    raise errors.type_error('`metric_fn` must be callable.', metric_fn=metric_fn)
+  unexpected = sorted(set(input_fn_lib.fn_args(metric_fn)) - set(_METRIC_FN_ARGS))
+  if unexpected:
+    raise errors.value_error('metric_fn has arguments add_metrics cannot give: %s.' % unexpected,
+                             'Use only %s.' % ', '.join(_METRIC_FN_ARGS), metric_fn=metric_fn)
+  inner = estimator.model_fn
+
+  def model_fn(features, labels, mode, params, config):
+    kwargs = input_fn_lib.accepted_kwargs(inner, labels=labels, mode=mode, params=params,
+                                          config=config)
+    spec = inner(features=features, **kwargs)
+    if mode != ModeKeys.EVAL:
+      return spec
+    if isinstance(spec, TPUEstimatorSpec):
+      spec = spec.as_estimator_spec()
+    added = metric_fn(**input_fn_lib.accepted_kwargs(
+        metric_fn, features=features, labels=labels, predictions=spec.predictions,
+        config=config))
+    if not isinstance(added, dict):
+      raise errors.type_error('metric_fn must return a dict {name: metric}.',
+                              'Return Keras Metric objects or (value, update_op) pairs.',
+                              metric_fn_returned=added)
+    metrics = dict(spec.eval_metric_ops)
+    metrics.update(added)
+    return spec._replace(eval_metric_ops=metrics)
+
+  # The params go along too (the original's new Estimator had none, so an input_fn reading
+  # params['batch_size'] failed there).
+  return Estimator(model_fn=model_fn, model_dir=estimator.model_dir, config=estimator.config,
+                   params=estimator.params,
+                   warm_start_from=estimator._warm_start)  # pylint: disable=protected-access

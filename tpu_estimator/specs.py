@@ -7,6 +7,7 @@ the host (`eval_metrics`, `host_call`, `scaffold_fn`); `as_estimator_spec()` tur
 """
 import collections
 import inspect
+import sys
 
 import tensorflow as tf
 
@@ -33,32 +34,48 @@ def _check_mode(mode):
 
 
 def _check_from_graph(name, value):
-  """Tensors and ops in a spec must live in the graph the estimator is building."""
+  """Tensors, ops and variables in a spec must live in the graph the estimator is building."""
   graph = _v1.get_default_graph()
   for item in tf.nest.flatten(value):
-    if isinstance(item, (tf.Tensor, tf.Operation)) and item.graph is not graph:
+    if isinstance(item, (tf.Tensor, tf.Operation, tf.Variable)) and item.graph is not graph:
       raise ValueError(
           '`%s` with %r must be from the default graph. Possible causes: the tensor was made '
           'outside model_fn (e.g. a global, or by a previous call), or in a different '
           'tf.Graph. Create every tensor inside model_fn.' % (name, item))
 
 
+def _as_tensor(name, value):
+  """`value` as a `tf.Tensor`, or None when it is not one: a `tf.Variable` is read where it is
+  returned (the original took any TensorFlow tensor type, variables included)."""
+  if isinstance(value, tf.Tensor):
+    return value
+  if isinstance(value, tf.Variable):
+    _check_from_graph(name, value)
+    return tf.convert_to_tensor(value)
+  return None
+
+
 def check_loss(loss, mode):
+  """A scalar loss: a tensor (or variable) of one element, reshaped to a scalar; only a
+  statically known element count other than one is refused before running, as the original
+  did (a `(None,)` loss must hold one element when it runs)."""
   if loss is None:
     if mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
       raise ValueError('Missing loss. Received: loss=None in mode=%r; a model_fn must return a '
                        'scalar loss tensor for TRAIN and EVAL.' % mode)
     return None
-  if not isinstance(loss, tf.Tensor) and not hasattr(loss, 'op'):
+  tensor = _as_tensor('loss', loss)
+  if tensor is None:
     raise errors.type_error('`loss` must be a Tensor.', 'Return a scalar tf.Tensor.', loss=loss)
-  shape = loss.shape
-  if shape.rank == 1 and shape[0] == 1:
-    loss = tf.reshape(loss, [])
-  elif shape.rank is not None and shape.rank != 0:
+  shape = tensor.shape
+  if shape.num_elements() not in (None, 1):
     # The original's words first ("Loss must be scalar, given: ..."), then ours.
-    raise errors.value_error('Loss must be scalar, given: %s.' % (loss,),
+    raise errors.value_error('Loss must be scalar, given: %s.' % (tensor,),
                              'Reduce it, e.g. tf.reduce_mean(loss).', loss_shape=str(shape))
-  return loss
+  if not shape.is_compatible_with([]):
+    _check_from_graph('loss', tensor)
+    tensor = tf.reshape(tensor, [])
+  return tensor
 
 
 def _check_train_op(train_op, mode):
@@ -79,30 +96,95 @@ def _check_predictions(predictions, mode):
                        'Tensor or a dict of Tensors.' % mode)
     return {}
   if isinstance(predictions, dict):
+    checked = {}
     for key, value in predictions.items():
-      if not isinstance(value, tf.Tensor):
+      checked[key] = _as_tensor('predictions[%r]' % (key,), value)
+      if checked[key] is None:
         raise errors.type_error('predictions[%r] must be a Tensor.' % (key,), value=value)
-  elif not isinstance(predictions, tf.Tensor):
+    return checked
+  tensor = _as_tensor('predictions', predictions)
+  if tensor is None:
     raise errors.type_error('predictions must be Tensor, given: %r: `predictions` must be a '
                             'Tensor or a dict of Tensors.' % (predictions,),
                             predictions=predictions)
-  return predictions
+  return tensor
+
+
+def _keras_metric_classes():
+  """The Keras `Metric` base classes in use: Keras 3's (`tf.keras`), and tf_keras' once a
+  program has imported it (its objects cannot exist before)."""
+  classes = [tf.keras.metrics.Metric]
+  tf_keras = sys.modules.get('tf_keras')
+  if tf_keras is not None:
+    classes.append(tf_keras.metrics.Metric)
+  return tuple(classes)
+
+
+def _graph_variable(variable):
+  """The `tf.Variable` behind a metric variable (a Keras 3 variable holds one)."""
+  return variable if isinstance(variable, tf.Variable) else getattr(variable, 'value', None)
+
+
+def _metric_writes(variables):
+  """The ops of the default graph that write `variables` (their initializers aside): what
+  the model_fn's `update_state` calls built."""
+  initializers = {v.initializer for v in variables}
+  writes = []
+  for variable in variables:
+    for op in variable.handle.consumers():
+      if op.type not in ('ReadVariableOp', 'VarIsInitializedOp') and op not in initializers \
+          and op not in writes:
+        writes.append(op)
+  return writes
+
+
+def _keras_metric_pair(key, metric):
+  """`(value, update_op)` of a Keras `Metric` the model_fn updated, as the original made it:
+  `result()`, and the updates `update_state` built; its variables become local (reset by
+  every evaluation, never checkpointed)."""
+  variables = [_graph_variable(v) for v in metric.variables]
+  variables = [v for v in variables if isinstance(v, tf.Variable)]
+  updates = list(getattr(metric, 'updates', None) or ()) or _metric_writes(variables)
+  if not updates:
+    raise errors.value_error(
+        'Please call update_state(...) on the "%s" metric.' % metric.name,
+        'A Metric in eval_metric_ops must be updated in model_fn, e.g. '
+        'metric.update_state(labels, predictions).', key=key, metric=metric)
+  graph = _v1.get_default_graph()
+  for name in (_v1.GraphKeys.GLOBAL_VARIABLES, _v1.GraphKeys.TRAINABLE_VARIABLES):
+    collection = graph.get_collection_ref(name)  # Keras 3 puts its variables in them
+    collection[:] = [item for item in collection if not any(item is v for v in variables)]
+  for name in (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES):
+    present = graph.get_collection(name)
+    for variable in variables:
+      if not any(variable is item for item in present):
+        graph.add_to_collection(name, variable)
+  update = updates[0] if len(updates) == 1 else tf.group(*updates)
+  return metric.result(), update
 
 
 def check_metric_ops(eval_metric_ops):
+  """`{name: (value, update_op)}`: each value a `(value, update_op)` pair or a Keras
+  `Metric` updated in the model_fn (made a pair here, as the original did)."""
   if eval_metric_ops is None:
     return {}
   if not isinstance(eval_metric_ops, dict):
     raise errors.type_error('`eval_metric_ops` must be a dict.',
-                            'Map names to (value, update_op) tuples.',
+                            'Map names to (value, update_op) tuples or Keras Metric objects.',
                             eval_metric_ops=eval_metric_ops)
+  checked = {}
+  metric_classes = _keras_metric_classes()
   for key, value in eval_metric_ops.items():
-    if isinstance(value, tuple) and len(value) == 2:
-      continue
-    raise errors.type_error(
-        'Values of `eval_metric_ops` must be (metric_value, update_op) tuples.',
-        'Use e.g. tf.compat.v1.metrics.accuracy(labels, predictions).', key=key, value=value)
-  return dict(eval_metric_ops)
+    if isinstance(value, metric_classes):
+      checked[key] = _keras_metric_pair(key, value)
+    elif isinstance(value, tuple) and len(value) == 2:
+      checked[key] = value
+    else:
+      raise errors.type_error(
+          'Values of `eval_metric_ops` must be (metric_value, update_op) tuples or Keras '
+          'Metric objects.', 'Use e.g. tf.compat.v1.metrics.accuracy(labels, predictions) or a '
+          'tf.keras.metrics.Metric updated in model_fn.', key=key, value=value)
+  return checked
 
 
 def call_metric_fn(metric_fn, tensors):
@@ -232,7 +314,7 @@ class TPUEstimatorSpec(
     loss = check_loss(loss, mode)
     train_op = _check_train_op(train_op, mode)
     if predictions is not None or mode == ModeKeys.PREDICT:
-      _check_predictions(predictions, mode)
+      predictions = _check_predictions(predictions, mode)
     if mode == ModeKeys.PREDICT:
       _check_export_output_types(export_outputs)
     _check_host_fn('eval_metrics', eval_metrics)

@@ -7,6 +7,7 @@ checkpoint the chief writes until training is done, and a lone `chief` trains.
 """
 import collections
 import glob
+import numbers
 import os
 import shutil
 import time
@@ -30,8 +31,7 @@ class TrainSpec(collections.namedtuple('TrainSpec', ['input_fn', 'max_steps', 'h
   def __new__(cls, input_fn, max_steps=None, hooks=None, saving_listeners=None):
     if not callable(input_fn):
       raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
-    if max_steps is not None:
-      errors.check_positive_int('max_steps', max_steps)
+    errors.step_count('max_steps', max_steps)  # kept as given (a float too), as the original
     listeners = tuple(saving_listeners or ())
     for listener in listeners:
       if not isinstance(listener, _v1.train.CheckpointSaverListener):
@@ -49,14 +49,13 @@ class EvalSpec(collections.namedtuple('EvalSpec', [
               start_delay_secs=120, throttle_secs=600):
     if not callable(input_fn):
       raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
-    if steps is not None:
-      errors.check_positive_int('steps', steps)
+    errors.step_count('steps', steps)  # kept as given (a float too), as the original
     if name is not None and not isinstance(name, str):
       raise errors.type_error('`name` must be a string.', name=name)
     exporters = _check_exporters(exporters)
     for field, value in (('start_delay_secs', start_delay_secs),
                          ('throttle_secs', throttle_secs)):
-      if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+      if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
         raise errors.value_error('`%s` must be a number >= 0.' % field, **{field: value})
     return super().__new__(cls, input_fn, steps, name, errors.check_hooks('hooks', hooks),
                            exporters, start_delay_secs, throttle_secs)

@@ -288,7 +288,54 @@ def task_resume(spec):
   return out
 
 
-TASKS = {'scenario': task_scenario, 'write': task_write, 'resume': task_resume}
+def contract_model_fn(features, labels, mode, params):
+  """What the original accepted and a stricter check once refused: a loss of shape (None,),
+  a tf.Variable and a Keras Metric as eval_metric_ops values (their names out of order)."""
+  logits = linear_logits(features['x'])
+  predictions = _predictions(logits)
+  if mode == estimator.ModeKeys.PREDICT:
+    return estimator.EstimatorSpec(mode, predictions=predictions)
+  scalar = _loss(labels, logits)
+  loss = v1.placeholder_with_default(tf.reshape(scalar, [1]), [None])
+  train_op = None
+  if mode == estimator.ModeKeys.TRAIN:
+    train_op = v1.train.GradientDescentOptimizer(params['learning_rate']).minimize(
+        scalar, global_step=v1.train.get_global_step())
+  bias = [v for v in v1.global_variables() if v.name == 'dense/bias:0'][0]
+  mean = tf.keras.metrics.Mean(name='keras_mean')
+  mean.update_state(tf.reduce_max(predictions['probabilities'], 1))
+  metrics = {'zeta_keras': mean, 'bias': (bias, tf.no_op()),
+             'accuracy': v1.metrics.accuracy(labels, predictions['classes'])}
+  return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops=metrics,
+                                 predictions=predictions)
+
+
+def _added_metrics(labels, predictions):
+  label_mean = tf.keras.metrics.Mean(name='added')
+  label_mean.update_state(tf.cast(labels, tf.float32))
+  return {'added_label': label_mean, 'accuracy': (tf.constant(-1.0), tf.no_op()),
+          'added_logit': v1.metrics.mean(predictions['logits'])}
+
+
+def task_contract(spec):
+  """Float step counts, the spec values above, evaluate's key order, add_metrics."""
+  est = estimator.Estimator(contract_model_fn, config=estimator.RunConfig(model_dir=spec['dir']),
+                            params={'learning_rate': 0.1, 'batch_size': BATCH})
+  out = {}
+  est.train(train_input_fn, steps=2.5)
+  out['after_steps_2_5'] = int(est.get_variable_value('global_step'))
+  est.train(train_input_fn, max_steps=5.2)
+  out['after_max_steps_5_2'] = int(est.get_variable_value('global_step'))
+  out['eval_steps_1_5'] = est.evaluate(eval_input_fn, steps=1.5)
+  out['eval_all'] = est.evaluate(eval_input_fn)
+  added = estimator.add_metrics(est, _added_metrics)
+  out['add_metrics'] = added.evaluate(lambda: eval_input_fn({'batch_size': BATCH}))
+  out['keys'] = {k: list(out[k]) for k in ('eval_steps_1_5', 'eval_all', 'add_metrics')}
+  return out
+
+
+TASKS = {'scenario': task_scenario, 'write': task_write, 'resume': task_resume,
+         'contract': task_contract}
 
 
 def main():

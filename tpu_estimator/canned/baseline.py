@@ -64,7 +64,7 @@ class BaselineRegressor(BaselineEstimator):
 
   def __init__(self, model_dir=None, label_dimension=1, weight_column=None, optimizer='Ftrl',
                config=None, loss_reduction=head_base.SUM_OVER_BATCH_SIZE):
-    if isinstance(label_dimension, bool) or not isinstance(label_dimension, int):
+    if not errors.is_int(label_dimension):
       raise errors.type_error('label_dimension must be an int.', label_dimension=label_dimension)
     head = regression_heads.RegressionHead(label_dimension, weight_column, loss_reduction)
     super().__init__(head, model_dir, optimizer, config)

@@ -18,9 +18,10 @@ def check_label_vocabulary(label_vocabulary, n_classes):
   if label_vocabulary is None:
     return None
   if not isinstance(label_vocabulary, (list, tuple)) or \
-      not all(isinstance(v, str) for v in label_vocabulary):
+      not all(isinstance(v, (str, bytes)) for v in label_vocabulary):
     raise errors.type_error('label_vocabulary must be a list or tuple of strings.',
                             label_vocabulary=label_vocabulary)
+  label_vocabulary = [v.decode('utf-8') if isinstance(v, bytes) else v for v in label_vocabulary]
   if len(label_vocabulary) != n_classes:
     raise errors.value_error('label_vocabulary must have n_classes entries.',
                              label_vocabulary=label_vocabulary, n_classes=n_classes)
@@ -96,7 +97,7 @@ class BinaryClassHead(_ClassHead):
   def __init__(self, weight_column=None, thresholds=None, label_vocabulary=None,
                loss_reduction=head_base.SUM_OVER_BATCH_SIZE, loss_fn=None, name=None):
     super().__init__(2, 1, weight_column, label_vocabulary, loss_reduction, loss_fn, name)
-    thresholds = tuple(thresholds or ())
+    thresholds = () if thresholds is None else tuple(thresholds)
     for threshold in thresholds:
       if not 0. < threshold < 1.:
         raise errors.value_error('thresholds must be in (0, 1).', thresholds=thresholds)
@@ -167,9 +168,10 @@ class MultiClassHead(_ClassHead):
 
   def __init__(self, n_classes, weight_column=None, label_vocabulary=None,
                loss_reduction=head_base.SUM_OVER_BATCH_SIZE, loss_fn=None, name=None):
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes <= 2:
+    if not errors.is_int(n_classes) or n_classes <= 2:
       raise errors.value_error('n_classes must be an int > 2 (use BinaryClassHead for 2).',
                                n_classes=n_classes)
+    n_classes = int(n_classes)
     super().__init__(n_classes, n_classes, weight_column, label_vocabulary, loss_reduction,
                      loss_fn, name)
 
@@ -205,8 +207,9 @@ class MultiClassHead(_ClassHead):
 def classification_head(n_classes, weight_column=None, label_vocabulary=None,
                         loss_reduction=head_base.SUM_OVER_BATCH_SIZE, name=None):
   """The head a canned classifier uses for `n_classes` (binary for 2)."""
-  if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
+  if not errors.is_int(n_classes) or n_classes < 2:
     raise errors.value_error('n_classes must be an int >= 2.', n_classes=n_classes)
+  n_classes = int(n_classes)
   if n_classes == 2:
     return BinaryClassHead(weight_column=weight_column, label_vocabulary=label_vocabulary,
                            loss_reduction=loss_reduction, name=name)

@@ -7,6 +7,8 @@ The network is written with graph variables under the original's names
 layers: Dense (Glorot-uniform kernel, zero bias) with `activation_fn`, then dropout in
 training, then batch normalization (momentum 0.999, epsilon 0.001) when asked.
 """
+import numbers
+
 import tensorflow as tf
 
 from tpu_estimator.canned import canned_estimator
@@ -59,19 +61,39 @@ def _layer_summaries(net, scope):
 
 
 def check_hidden_units(hidden_units, name='hidden_units'):
-  if isinstance(hidden_units, int) or not hasattr(hidden_units, '__iter__') or \
-      not list(hidden_units) or \
-      not all(isinstance(u, int) and not isinstance(u, bool) and u > 0 for u in hidden_units):
+  if isinstance(hidden_units, (int, str)) or not hasattr(hidden_units, '__iter__') or \
+      not list(hidden_units) or not all(errors.is_int(u) and u > 0 for u in hidden_units):
     raise errors.value_error('%s must be a non-empty list of positive ints.' % name,
                              'E.g. %s=[64, 32].' % name, **{name: hidden_units})
-  return list(hidden_units)
+  return [int(u) for u in hidden_units]
 
 
 def check_dropout(dropout, name='dropout'):
-  if dropout is not None and not (isinstance(dropout, (int, float)) and 0 <= dropout < 1):
+  if dropout is not None and not (isinstance(dropout, numbers.Real) and
+                                  not isinstance(dropout, bool) and 0 <= dropout < 1):
     raise errors.value_error('%s must be None or a probability in [0, 1).' % name,
                              **{name: dropout})
   return dropout
+
+
+def _activation(activation_fn):
+  """A callable, None, or a Keras activation's name ('relu', 'tanh', ...), which the
+  original's Dense layers took too."""
+  if activation_fn is None or callable(activation_fn):
+    return activation_fn
+  if isinstance(activation_fn, str):
+    try:
+      import tf_keras  # pylint: disable=import-outside-toplevel
+      activations = tf_keras.activations  # the original's (Keras 2) functions
+    except ImportError:
+      activations = tf.keras.activations
+    try:
+      return activations.get(activation_fn)
+    except ValueError:
+      pass
+  raise errors.type_error('activation_fn must be callable or a Keras activation name.',
+                          'E.g. activation_fn=tf.nn.relu or \'relu\'.',
+                          activation_fn=activation_fn)
 
 
 def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_, optimizer,
@@ -82,8 +104,7 @@ def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_,
   feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
   hidden_units = check_hidden_units(hidden_units)
   dropout = check_dropout(dropout)
-  if activation_fn is not None and not callable(activation_fn):
-    raise errors.type_error('activation_fn must be callable.', activation_fn=activation_fn)
+  activation_fn = _activation(activation_fn)
 
   def build(features, mode, logits_dimension):
     training = mode == ModeKeys.TRAIN

@@ -19,14 +19,19 @@ from tpu_estimator.specs import ModeKeys
 _v1 = tf.compat.v1
 SUM_OVER_BATCH_SIZE = 'sum_over_batch_size'
 SUM = 'sum'
-_REDUCTIONS = (SUM_OVER_BATCH_SIZE, SUM)
+AUTO = 'auto'  # tf.keras.losses.Reduction.AUTO, which the original took: the batch mean here
+# tf.compat.v1.losses.Reduction's weighted means (the v1 estimators'): the weighted sum over
+# the sum of the weights, or over the number of non-zero weights.
+WEIGHTED_MEAN = 'weighted_mean'
+NONZERO_WEIGHTS_MEAN = 'weighted_sum_by_nonzero_weights'
+_REDUCTIONS = (SUM_OVER_BATCH_SIZE, SUM, AUTO, WEIGHTED_MEAN, NONZERO_WEIGHTS_MEAN)
 
 
 def check_loss_reduction(loss_reduction):
   """The v2 heads' reductions: the mean over all loss elements, or their sum."""
   if loss_reduction not in _REDUCTIONS:
     raise errors.value_error('Invalid loss_reduction.',
-                             'Use one of %s (tf.keras.losses.Reduction).' % (_REDUCTIONS,),
+                             'Use one of %s (tf.keras.losses.Reduction).' % (_REDUCTIONS[:3],),
                              loss_reduction=loss_reduction)
   return loss_reduction
 
@@ -145,6 +150,11 @@ class Head:
     total = tf.reduce_sum(weighted)
     if self._loss_reduction == SUM:
       return total
+    if self._loss_reduction in (WEIGHTED_MEAN, NONZERO_WEIGHTS_MEAN):
+      every = weights * tf.ones_like(unweighted_loss)  # one weight per loss element
+      if self._loss_reduction == WEIGHTED_MEAN:
+        return tf.math.divide_no_nan(total, tf.reduce_sum(every))
+      return tf.math.divide_no_nan(total, tf.cast(tf.math.count_nonzero(every), tf.float32))
     return total / tf.cast(tf.size(weighted), tf.float32)
 
   def loss(self, labels, logits, features=None, mode=None, regularization_losses=None):

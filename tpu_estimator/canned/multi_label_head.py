@@ -24,13 +24,14 @@ class MultiLabelHead(head_base.Head):
   def __init__(self, n_classes, weight_column=None, thresholds=None, label_vocabulary=None,
                loss_reduction=head_base.SUM_OVER_BATCH_SIZE, loss_fn=None,
                classes_for_class_based_metrics=None, name=None):
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
+    if not errors.is_int(n_classes) or n_classes < 2:
       raise errors.value_error('n_classes must be an int >= 2.', n_classes=n_classes)
+    n_classes = int(n_classes)
     super().__init__(n_classes, weight_column, loss_reduction, loss_fn, name)
     self._n_classes = n_classes
     self._label_vocabulary = classification_heads.check_label_vocabulary(label_vocabulary,
                                                                          n_classes)
-    self._thresholds = tuple(thresholds or ())
+    self._thresholds = () if thresholds is None else tuple(thresholds)
     for threshold in self._thresholds:
       if not 0. < threshold < 1.:
         raise errors.value_error('thresholds must be in (0, 1).', thresholds=thresholds)
@@ -40,14 +41,14 @@ class MultiLabelHead(head_base.Head):
 
   def _metric_classes(self, classes):
     ids = []
-    for value in classes or ():
+    for value in () if classes is None else classes:
       if isinstance(value, str):
         if self._label_vocabulary is None or value not in self._label_vocabulary:
           raise errors.value_error('classes_for_class_based_metrics names a class not in '
                                    'label_vocabulary.', value=value)
         ids.append(self._label_vocabulary.index(value))
-      elif isinstance(value, int) and 0 <= value < self._n_classes:
-        ids.append(value)
+      elif errors.is_int(value) and 0 <= value < self._n_classes:
+        ids.append(int(value))
       else:
         raise errors.value_error('classes_for_class_based_metrics must hold class ids in '
                                  '[0, n_classes) or vocabulary names.', value=value)

@@ -20,14 +20,13 @@ class RegressionHead(head_base.Head):
   def __init__(self, label_dimension=1, weight_column=None,
                loss_reduction=head_base.SUM_OVER_BATCH_SIZE, loss_fn=None, inverse_link_fn=None,
                name=None):
-    if isinstance(label_dimension, bool) or not isinstance(label_dimension, int) or \
-        label_dimension < 1:
+    if not errors.is_int(label_dimension) or label_dimension < 1:
       raise errors.value_error('label_dimension must be an int >= 1.',
                                label_dimension=label_dimension)
     if inverse_link_fn is not None and not callable(inverse_link_fn):
       raise errors.type_error('inverse_link_fn must be callable.',
                               inverse_link_fn=inverse_link_fn)
-    super().__init__(label_dimension, weight_column, loss_reduction, loss_fn, name)
+    super().__init__(int(label_dimension), weight_column, loss_reduction, loss_fn, name)
     self._inverse_link_fn = inverse_link_fn
 
   def _labels(self, labels):

@@ -34,9 +34,11 @@ _MIN_SLICE_SIZE = 64 << 20
 _OPTIMIZER_CLASSES = {
     'Adagrad': 'AdagradOptimizer', 'Adam': 'AdamOptimizer', 'Ftrl': 'FtrlOptimizer',
     'RMSProp': 'RMSPropOptimizer', 'SGD': 'GradientDescentOptimizer'}
-# tf.compat.v1.losses.Reduction values the heads compute (the others: weighted means).
+# tf.compat.v1.losses.Reduction values (all but NONE, as the original took them).
 _REDUCTIONS = {'weighted_sum': head_base.SUM,
-               'weighted_sum_over_batch_size': head_base.SUM_OVER_BATCH_SIZE}
+               'weighted_sum_over_batch_size': head_base.SUM_OVER_BATCH_SIZE,
+               'weighted_mean': head_base.WEIGHTED_MEAN,
+               'weighted_sum_by_nonzero_weights': head_base.NONZERO_WEIGHTS_MEAN}
 SUM = 'weighted_sum'
 
 
@@ -45,7 +47,7 @@ def loss_reduction_of(loss_reduction):
   if loss_reduction not in _REDUCTIONS:
     raise errors.value_error(
         'Unsupported loss_reduction for a tf.compat.v1.estimator canned estimator.',
-        'Use tf.compat.v1.losses.Reduction.SUM or SUM_OVER_BATCH_SIZE.',
+        'Use a tf.compat.v1.losses.Reduction other than NONE.',
         loss_reduction=loss_reduction)
   return _REDUCTIONS[loss_reduction]
 
@@ -268,7 +270,7 @@ class BaselineRegressor(canned_estimator.CannedEstimator):
 
   def __init__(self, model_dir=None, label_dimension=1, weight_column=None, optimizer='Ftrl',
                config=None, loss_reduction=SUM):
-    if isinstance(label_dimension, bool) or not isinstance(label_dimension, int):
+    if not errors.is_int(label_dimension):
       raise errors.type_error('label_dimension must be an int.', label_dimension=label_dimension)
     head = _regression_head(label_dimension, weight_column, loss_reduction)
     super().__init__(head, [baseline.baseline_part(optimizer)], model_dir, config,

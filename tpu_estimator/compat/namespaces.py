@@ -35,7 +35,7 @@ HOOK_NAMES = (
 ESTIMATOR_NAMES = (
     'BestExporter', 'Estimator', 'EstimatorSpec', 'EvalSpec', 'Exporter', 'FinalExporter',
     'LatestExporter', 'ModeKeys', 'NanLossDuringTrainingError', 'RunConfig', 'TrainSpec',
-    'WarmStartSettings', 'train_and_evaluate') + HOOK_NAMES
+    'WarmStartSettings', 'add_metrics', 'train_and_evaluate') + HOOK_NAMES
 EXPORT_NAMES = (
     'ClassificationOutput', 'EvalOutput', 'ExportOutput', 'PredictOutput', 'RegressionOutput',
     'ServingInputReceiver', 'TensorServingInputReceiver',
@@ -58,8 +58,6 @@ _CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinea
            'write a model_fn, or use tf.estimator.<name> with a tf.estimator head')
 _MISSING_HINTS = {
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
-    'add_metrics': "return the metrics from model_fn (EstimatorSpec.eval_metric_ops or "
-                   "TPUEstimatorSpec.eval_metrics)",
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
                            'drive; use tf.nn.embedding_lookup in model_fn',
 }

@@ -1,4 +1,6 @@
 """Calling the user's `model_fn`: signature checks and argument injection."""
+import inspect
+
 import tensorflow as tf
 
 from tpu_estimator.distribute.input_fn import accepted_kwargs
@@ -9,7 +11,18 @@ from tpu_estimator.keras3 import naming as keras_naming
 from tpu_estimator import specs
 from tpu_estimator.updates import precision
 
+_log = tf.get_logger()
 _ALLOWED_ARGS = frozenset(['features', 'labels', 'mode', 'params', 'config'])
+
+
+def _model_fn_args(model_fn):
+  """The argument names of `model_fn`, less those a `functools.partial` binds by position
+  (the original's argument reading left them out too)."""
+  args = fn_args(model_fn)
+  if getattr(model_fn, 'args', None) and hasattr(model_fn, 'func'):
+    remaining = inspect.signature(model_fn).parameters
+    args = tuple(a for a in args if a in remaining)
+  return args
 
 
 def verify_model_fn(model_fn, params, require_params=False):
@@ -19,7 +32,7 @@ def verify_model_fn(model_fn, params, require_params=False):
                      'model_fn(features, labels, mode, params, config) returning a spec.')
   if not callable(model_fn):
     raise errors.type_error('`model_fn` must be callable.', model_fn=model_fn)
-  args = set(fn_args(model_fn))
+  args = set(_model_fn_args(model_fn))
   if 'features' not in args:
     raise errors.value_error('model_fn must take a `features` argument.',
                              'Define model_fn(features, labels, mode, params, config).',
@@ -41,7 +54,7 @@ def verify_model_fn(model_fn, params, require_params=False):
 
 def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_spec=False):
   """Calls `model_fn` with the arguments it accepts and checks what it returns."""
-  args = fn_args(model_fn)
+  args = _model_fn_args(model_fn)
   if 'labels' not in args and labels is not None:
     raise errors.value_error('model_fn does not take `labels`, but input_fn returns labels.',
                              'Add a labels argument to model_fn.', model_fn_args=list(args))
@@ -62,9 +75,16 @@ def call_model_fn(model_fn, features, labels, mode, params, config, allow_tpu_sp
     raise errors.type_error('model_fn must return %s.' % ' or '.join(c.__name__ for c in allowed),
                             returned=spec)
   if spec.mode != mode:
-    raise errors.value_error('model_fn returned a spec for another mode.',
-                             'Build the spec with the `mode` argument model_fn received.',
-                             expected_mode=mode, spec_mode=spec.mode)
+    # The original used such a spec for the call's mode (a model_fn without a `mode` argument
+    # returning a TRAIN spec also evaluated); it is checked again for that mode here.
+    _log.warning('model_fn returned a spec for mode %r in a %r call; it is used for %r.',
+                 spec.mode, mode, mode)
+    try:
+      spec = type(spec)(**dict(spec._asdict(), mode=mode))
+    except (TypeError, ValueError) as exc:
+      raise type(exc)('model_fn returned a spec for mode %r in a %r call, which it cannot '
+                      'serve: %s Build the spec with the `mode` argument model_fn received.'
+                      % (spec.mode, mode, exc)) from exc
   return spec
 
 
@@ -85,8 +105,11 @@ def tpu_spec_parts(spec):
         '(metric_fn, tensors)) so they can be computed over all shards.',
         eval_metric_ops=sorted(spec.eval_metric_ops))
   scaffold = spec.scaffold
+  predictions = spec.predictions  # a Tensor, or a dict ({} when model_fn gave none)
+  if isinstance(predictions, dict) and not predictions:
+    predictions = None
   return specs.TPUEstimatorSpec(
-      mode=spec.mode, predictions=spec.predictions or None, loss=spec.loss,
+      mode=spec.mode, predictions=predictions, loss=spec.loss,
       train_op=spec.train_op, eval_metrics=eval_metrics, export_outputs=spec.export_outputs,
       scaffold_fn=(lambda: scaffold) if scaffold is not None else None,
       training_hooks=spec.training_hooks, evaluation_hooks=spec.evaluation_hooks,

@@ -343,8 +343,8 @@ def finish_metrics(metrics, loss_metric, eval_step, counted):
         'metric with the same name.', 'Rename your metric.', metrics=sorted(metrics))
   metrics[LOSS_METRIC_KEY] = loss_metric
   update = tf.group(*[m[1] for m in metrics.values()] + [eval_step.assign_add(counted)])
-  # By name, as the original's evaluate() reported them (global_step is added last).
-  values = {name: m[0] for name, m in sorted(metrics.items())}
+  # Sorted by name, as the original's results were (the estimator adds global_step last).
+  values = {name: metrics[name][0] for name in sorted(metrics)}
   with tf.control_dependencies([update]):
     update = tf.identity(eval_step.read_value())  # batches evaluated so far, after this one
   return update, values
@@ -405,9 +405,11 @@ def build_eval(plan, model_fn, host_input, num_steps):
 def build_predict(plan, model_fn, host_input):
   """Prediction: one batch per `session.run` on one device; sharded, up to
   `iterations_per_loop` global batches per `session.run`, their rows gathered on the host."""
+  # model_fn gets labels=None in PREDICT even when input_fn returns labels, as the original
+  # gave (a model_fn without a labels argument predicts from a training input_fn).
   if not plan.sharded:
-    features, labels = host_input.next_batch()
-    spec = _call(plan, model_fn, features, labels, ModeKeys.PREDICT)
+    features, _ = host_input.next_batch()
+    spec = _call(plan, model_fn, features, None, ModeKeys.PREDICT)
     if isinstance(spec, specs.TPUEstimatorSpec):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
     return PredictStep(scaffold=scaffold_of(spec), hooks=[],
@@ -416,7 +418,8 @@ def build_predict(plan, model_fn, host_input):
   captured = {}
 
   def replica_step(features, labels):
-    spec = _replica_spec(plan, model_fn, features, labels, ModeKeys.PREDICT, captured)
+    del labels
+    spec = _replica_spec(plan, model_fn, features, None, ModeKeys.PREDICT, captured)
     return gather.checked_predictions(spec.predictions, host_input.fed_rows(features))
 
   def step():

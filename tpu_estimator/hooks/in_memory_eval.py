@@ -39,8 +39,7 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
           num_worker_replicas=config.num_worker_replicas)
     if not callable(input_fn):
       raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
-    if steps is not None:
-      errors.check_positive_int('steps', steps)
+    errors.step_count('steps', steps)  # a float too: evaluate() rounds it up, as the original
     self._estimator = estimator
     self._input_fn = input_fn
     self._steps = steps
