@@ -1,9 +1,6 @@
 """`tf.contrib.estimator`: TF 1.15's estimator extensions, on tpu_estimator.
 
-- `add_metrics(estimator, metric_fn)`: tpu_estimator's `add_metrics` (`tf.estimator.add_metrics`)
-  when this build has it, else the version here: a new Estimator, same model_fn, model_dir,
-  config and params, whose evaluation adds `metric_fn`'s metrics (they win over the model's on
-  a name clash).
+- `add_metrics(estimator, metric_fn)`: tpu_estimator's `add_metrics` (`tf.estimator.add_metrics`).
 - `forward_features(estimator, keys=None, sparse_default_values=None)`: a new Estimator whose
   predictions (and default serving signature, when it is a PredictOutput) also hold the named
   features.
@@ -55,12 +52,7 @@ __all__ = [
     'stop_if_higher_hook', 'stop_if_lower_hook', 'stop_if_no_decrease_hook',
     'stop_if_no_increase_hook']
 
-_METRIC_FN_ARGS = ('features', 'labels', 'predictions', 'config')
-
-
-def add_metrics(estimator, metric_fn):
-  """A new Estimator like `estimator` whose evaluation also reports `metric_fn`'s metrics."""
-  return getattr(_te, 'add_metrics', _add_metrics)(estimator, metric_fn)
+add_metrics = _te.add_metrics  # TF 1.15's tf.contrib.estimator.add_metrics is tf.estimator's
 
 
 def _wrap(estimator, change_spec):
@@ -75,29 +67,6 @@ def _wrap(estimator, change_spec):
     return change_spec(spec, features, labels, mode, config)
   return _te.Estimator(model_fn, model_dir=estimator.model_dir, config=estimator.config,
                        params=estimator.params)
-
-
-def _add_metrics(estimator, metric_fn):
-  """This package's own `add_metrics`, for builds without `tpu_estimator.add_metrics`."""
-  args = _input_fn.fn_args(metric_fn)
-  unknown = sorted(set(args) - set(_METRIC_FN_ARGS))
-  if unknown:
-    raise ValueError('metric_fn (%s) has arguments %s; it may take only %s.' % (
-        metric_fn, unknown, ', '.join(_METRIC_FN_ARGS)))
-
-  def change_spec(spec, features, labels, mode, config):
-    if mode != _ModeKeys.EVAL:
-      return spec
-    available = {'features': features, 'labels': labels, 'predictions': spec.predictions,
-                 'config': config}
-    added = metric_fn(**{name: available[name] for name in args})
-    if not isinstance(added, dict):
-      raise TypeError('metric_fn must return a dict of metric name -> (value, update_op), '
-                      'got %r.' % (added,))
-    metrics = dict(spec.eval_metric_ops or {})
-    metrics.update(added)
-    return spec._replace(eval_metric_ops=metrics)
-  return _wrap(estimator, change_spec)
 
 
 def _forwarded(features, keys, sparse_default_values):
