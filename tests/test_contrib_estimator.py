@@ -61,7 +61,7 @@ def test_add_metrics_adds_metric_fn_results_to_evaluate():
   np.testing.assert_allclose(result['mae'], 0.5 * 2.5, rtol=1e-6)
   np.testing.assert_allclose(result['mse'], 0.25 * 7.5, rtol=1e-6)  # the model's own, kept
   np.testing.assert_allclose(result['mean_x'], 2.5, rtol=1e-6)
-  with pytest.raises(ValueError, match='may take only'):
+  with pytest.raises(ValueError, match=r'logits.*Use only features, labels, predictions, config'):
     contrib_estimator.add_metrics(_estimator(), lambda logits: {})
 
 
