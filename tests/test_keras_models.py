@@ -62,6 +62,25 @@ def trained(tmp_path_factory):
   return one, two
 
 
+def test_run_config_strategy_trains_as_one_device(trained, tmp_path):
+  """RunConfig(train_distribute=MirroredStrategy) over 2 logical CPUs, input_fn(input_context)
+  batches of 8 per replica: the update one device makes on the same 16 rows; evaluation under
+  eval_distribute reports the compiled metrics.  Object-based checkpoints are refused there."""
+  one, _ = trained
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  config = te.EstimatorRunConfig(model_dir=str(tmp_path / 'mirrored'),
+                                 train_distribute=strategy, eval_distribute=strategy)
+  est = te.model_to_estimator(_model(), config=config)
+  est.train(lambda input_context: _input_fn({'batch_size': 8}), steps=STEPS)
+  for name in ('hidden/kernel', 'cls/bias', 'reg/kernel'):
+    np.testing.assert_allclose(est.get_variable_value(name), one.get_variable_value(name),
+                               rtol=1e-5, atol=1e-6, err_msg=name)
+  result = est.evaluate(lambda: _input_fn(repeat=False))
+  assert list(result) == list(one.evaluate(lambda: _input_fn(repeat=False)))
+  with pytest.raises(ValueError, match="checkpoint_format='saver'"):
+    te.model_to_estimator(_model(), config=config, checkpoint_format='checkpoint')
+
+
 def test_one_device_is_an_estimator_and_two_shards_a_tpu_estimator(trained):
   one, two = trained
   assert type(one) is te.Estimator and isinstance(two, te.TPUEstimator)

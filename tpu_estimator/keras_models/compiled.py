@@ -51,11 +51,24 @@ def output_losses(backend, loss, names):
   return losses
 
 
+def _in_replicas():
+  """Inside one of several replicas of a strategy (RunConfig.train_distribute)."""
+  return tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context() and \
+      tf.distribute.get_strategy().num_replicas_in_sync > 1
+
+
 def output_loss(loss_fn, y_true, y_pred, weights):
   """One output's loss: a Keras Loss applies its own reduction; a function's per-example
-  values are weighted and averaged over their elements (Keras's SUM_OVER_BATCH_SIZE)."""
+  values are weighted and averaged over their elements (Keras's SUM_OVER_BATCH_SIZE).  In a
+  strategy's replicas (where tf_keras refuses to average a Loss by itself, as outside
+  `compile`) a Loss's per-example values are reduced here the same way."""
   if hasattr(loss_fn, 'reduction') and hasattr(loss_fn, 'call'):
-    return loss_fn(y_true, y_pred, sample_weight=weights)
+    if not _in_replicas():
+      return loss_fn(y_true, y_pred, sample_weight=weights)
+    summed = str(loss_fn.reduction).lower().endswith('sum')
+    loss_fn = loss_fn.call
+  else:
+    summed = False
   values = tf.cast(loss_fn(y_true, y_pred), tf.float32)
   if weights is not None:
     weights = tf.cast(weights, values.dtype)
@@ -63,6 +76,8 @@ def output_loss(loss_fn, y_true, y_pred, weights):
       while weights.shape.rank > values.shape.rank and weights.shape[-1] == 1:
         weights = tf.squeeze(weights, -1)
     values = values * weights
+  if summed:
+    return tf.reduce_sum(values)
   return tf.math.divide_no_nan(tf.reduce_sum(values), tf.cast(tf.size(values), values.dtype))
 
 

@@ -166,21 +166,41 @@ def model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=N
   source = source_of(model, custom_objects, checkpoint_format, metric_names_map,
                      export_outputs, sharded)
   config = _config_and_dir(config, model_dir, config_lib.RunConfig)
+  _check_strategies(config, checkpoint_format)
   warm_start = _warm_start(source, model, config)
   if sharded:  # every replica's copy set by the model_fn's scaffold (see checkpoints)
     model_fn = model_fn_lib.make_model_fn(source._replace(warm_start=warm_start))
     return estimator_lib.TPUEstimator(
         model_fn=model_fn, config=config, use_tpu=True, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size)
-  model_fn = model_fn_lib.make_model_fn(source)
-  if warm_start is not None:
-    warm_start = checkpoints.warm_start_settings(*warm_start)
   if any(b is not None for b in (train_batch_size, eval_batch_size, predict_batch_size)):
     raise errors.value_error(
         'Batch sizes are for the sharded estimator only; on one device input_fn batches.',
         'Drop them, or pass config=tpu_estimator.RunConfig(tpu_config=...) to shard.',
         train_batch_size=train_batch_size)
+  if warm_start is not None and _has_strategy(config):  # every replica's copy set, as sharded
+    return estimator_lib.Estimator(
+        model_fn_lib.make_model_fn(source._replace(warm_start=warm_start)), config=config)
+  model_fn = model_fn_lib.make_model_fn(source)
+  if warm_start is not None:
+    warm_start = checkpoints.warm_start_settings(*warm_start)
   return estimator_lib.Estimator(model_fn, config=config, warm_start_from=warm_start)
+
+
+def _has_strategy(config):
+  return any(getattr(config, name, None) is not None
+             for name in ('train_distribute', 'eval_distribute'))
+
+
+def _check_strategies(config, checkpoint_format):
+  """Object-based checkpoints are written by a Saver built in `model_fn`, which a strategy's
+  replicas cannot share: with RunConfig strategies the names are the graph's ('saver')."""
+  if checkpoint_format == 'checkpoint' and _has_strategy(config):
+    raise errors.value_error(
+        "checkpoint_format='checkpoint' is not supported with RunConfig(train_distribute=...) "
+        "or eval_distribute by this build.",
+        "Pass checkpoint_format='saver' (variable names as dense/kernel).",
+        checkpoint_format=checkpoint_format)
 
 
 def legacy_model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=None,

@@ -175,6 +175,8 @@ def _spec(source, clone, mode, predictions, export_outputs, loss=None, train_op=
                                   eval_metrics=metrics, export_outputs=export_outputs,
                                   scaffold_fn=scaffold_fn)
   scaffold = None
+  if source.warm_start is not None and mode == ModeKeys.TRAIN:  # RunConfig strategies
+    scaffold = checkpoints.warm_start_scaffold(*source.warm_start)
   if source.object_checkpoint:
     scaffold = checkpoints.object_scaffold(clone, _v1.train.get_or_create_global_step(),
                                            optimizer)

@@ -134,6 +134,10 @@ def train_op(optimizer_plan, loss, variables, global_step, sharded):
   if optimizer_plan.kind == 'tf_keras':
     legacy = optimizer_plan.cls.from_config(optimizer_plan.config)
     legacy.iterations = global_step
+    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+      # It sums the replicas' gradients (RunConfig.train_distribute): the mean loss is
+      # divided by their number, as Keras's compiled loss was in the original.
+      loss *= 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
     with tf.name_scope('training'):
       return tf.group(*legacy.get_updates(loss, variables)), legacy
   if optimizer_plan.kind == 'v1':
