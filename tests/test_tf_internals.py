@@ -303,3 +303,29 @@ def test_object_graph_saveables_key_variables_by_object_path(graph):
   assert names == ['_CHECKPOINTABLE_OBJECT_GRAPH',
                    'estimator_global_step/.ATTRIBUTES/VARIABLE_VALUE',
                    'inner/v/.ATTRIBUTES/VARIABLE_VALUE']
+
+
+def test_loss_scaled_by_optimizer_is_set_by_v1_optimizers_under_estimator_scaling(graph):
+  assert not internals.loss_scaled_by_optimizer(graph)
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  with strategy.scope(), internals.estimator_loss_scaling(strategy):
+    def step():
+      w = v1.get_variable('w', [], initializer=tf.ones_initializer())
+      return v1.train.GradientDescentOptimizer(0.1).minimize(w * 2.0)
+    strategy.extended.call_for_each_replica(step)
+  assert internals.loss_scaled_by_optimizer(graph)
+
+
+def test_collective_server_started_reads_the_strategy_flag(graph):
+  local = tf.distribute.MultiWorkerMirroredStrategy()  # no TF_CONFIG: no server of its own
+  assert internals.collective_server_started(local) is False
+  local.extended._std_server_started = True  # what an eagerly made cluster strategy sets
+  assert internals.collective_server_started(local) is True
+
+
+def test_set_initializer_replaces_what_global_variables_initializer_runs(graph):
+  variable = v1.get_variable('v', [], initializer=tf.zeros_initializer())
+  internals.set_initializer(variable, variable.assign(5.0, read_value=False))
+  with v1.Session() as session:
+    session.run(v1.global_variables_initializer())
+    assert session.run(variable) == 5.0

@@ -326,3 +326,9 @@ def track_child(parent, child, name):
   """Makes `child` (a variable or trackable) a dependency of `parent` under `name` in its
   object graph, without it becoming one of `parent`'s weights."""
   parent._track_trackable(child, name=name, overwrite=True)
+
+
+def set_initializer(variable, op):
+  """Makes `op` the initializer of `variable` (what `global_variables_initializer` runs), as
+  TensorFlow's own warm start does for the variables it initialises from a checkpoint."""
+  variable._initializer_op = op  # pylint: disable=protected-access

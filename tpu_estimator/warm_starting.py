@@ -5,6 +5,7 @@ import os
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import state as checkpoint_state
 from tpu_estimator import errors
 
@@ -52,3 +53,21 @@ def apply(settings):
     source = checkpoint_state.latest(source) or source
   _v1.train.warm_start(source, settings.vars_to_warm_start,
                        settings.var_name_to_vocab_info, settings.var_name_to_prev_var_name)
+  _replica_copies_follow_first()
+
+
+def _replica_copies_follow_first():
+  """Under a strategy's replicas (RunConfig.train_distribute), TensorFlow's warm start gives a
+  mirrored variable an initializer that assigns the checkpoint's value to every copy.  Keras 3
+  layers also list the copies on their own, with their random initializers still theirs: run
+  with the others, one could overwrite the warm-started value.  Each copy listed on its own is
+  given its mirrored variable's initializer."""
+  variables = _v1.global_variables()
+  mirrored_of = {}
+  for variable in variables:
+    for copy in getattr(variable, 'values', None) or ():
+      mirrored_of[id(copy)] = variable
+  for variable in variables:
+    mirrored = mirrored_of.get(id(variable))
+    if mirrored is not None:
+      _tf_internals.set_initializer(variable, mirrored.initializer)
