@@ -462,9 +462,11 @@ def test_params_passed_but_model_fn_lacks_params():
     te.Estimator(_model_fn_without_params, params={'lr': 0.1})
 
 
-def test_params_must_be_a_dict(make):
+def test_tpu_estimator_params_must_be_a_dict():
+  """TPUEstimator writes params['batch_size'] (the plain Estimator passes any params object
+  through, as the original did: tests/test_estimator.py)."""
   with pytest.raises(TypeError, match=_match('`params` must be a dict', "params=[('lr', 0.1)]")):
-    make(_model_fn, params=[('lr', 0.1)])
+    _tpu_estimator(params=[('lr', 0.1)])
 
 
 def test_accepted_model_fn_signatures(tmp_path):
