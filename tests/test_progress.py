@@ -5,6 +5,7 @@ The hooks are wired here through `hooks=[...]` (the Estimator wires them from
 `RunConfig.progress_bar`); tensors the Estimator builds are found in `begin()`."""
 import fcntl
 import io
+import logging
 import os
 import pty
 import select
@@ -261,3 +262,16 @@ def test_no_bar_on_pipes_but_info_lines(tmp_path):
            if 'loss = ' in line and 'step = ' in line]
   assert steps == ['4', '8', '12', '16', '20'], proc.stderr
   assert 'INFO:tensorflow:loss = ' in proc.stderr
+
+
+def test_one_step_runs_log_the_step_each_run_started_at(tmp_path, caplog):
+  """As the original: `loss = ..., step = 0` for the first step of a fresh model_dir, then
+  every `log_step_count_steps` (a device loop logs the step it ended at instead)."""
+  x, y = h.make_data()
+  est = te.Estimator(h.make_model_fn(), config=te.EstimatorRunConfig(
+      model_dir=str(tmp_path), progress_bar=False, log_step_count_steps=2))
+  caplog.set_level(logging.INFO, logger='tensorflow')
+  est.train(h.dataset_input_fn(x, y, batch_size=8), steps=5)
+  steps = [r.getMessage().split('step = ')[1].split()[0] for r in caplog.records
+           if r.getMessage().startswith('loss = ')]
+  assert steps == ['0', '2', '4']

@@ -10,6 +10,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import lock as model_dir_lock
 from tpu_estimator.checkpoints import pinning
 from tpu_estimator.checkpoints import restoring
@@ -295,8 +296,11 @@ class Estimator:
           counter=global_step, step=step, loss=built.loss, last_step=max_steps,
           num_steps=steps, label='train', unit='steps', enabled=True))
     if config.log_step_count_steps and not bar:
+      # One step a run: the step it started at, as the original logged (`step = 0` first); a
+      # device loop: the step it ended at.
+      shown = step if plan.loop else _tf_internals.global_step_read()
       result.append(hooks_lib.StepLoggingHook(
-          {'loss': built.loss, 'step': step}, step, config.log_step_count_steps))
+          {'loss': built.loss, 'step': shown}, step, config.log_step_count_steps))
     if plan.loop:
       result.append(hooks_lib.LoopControlHook(
           built.iterations, built.steps_run, step, global_step, plan.ipl,
