@@ -8,6 +8,11 @@ device (`call_for_each_replica`) and averages gradients: v1 optimizers see the l
 1/replicas (the strategy's Estimator loss scaling), so N replicas on a global batch B give the
 update one device would on B.
 
+The plain Estimator's `RunConfig(train_distribute=..., eval_distribute=...)` strategies run
+through the same `Replicas` (`of_strategy`, checked by `check_strategies`): the user's strategy
+instead of ours, a MultiWorkerMirroredStrategy over a TF_CONFIG cluster in
+`MultiWorkerReplicas`.
+
 TPU: this build has no access to TPU hardware to test on, so it does not drive TPU cores; when
 TPU devices are visible it says so instead of silently using the CPU.
 """
