@@ -35,9 +35,12 @@ def dense(inputs, units, activation_fn):
 
 def batch_norm(inputs, name, training):
   """Keras 2 BatchNormalization over the batch axis: batch statistics (and moving-average
-  updates, returned) in training, the moving averages otherwise."""
+  updates, returned) in training, the moving averages otherwise.  Its variables are never
+  partitioned (Keras turned the partitioner off for them)."""
   units = inputs.shape[-1]
-  with _v1.variable_scope(name):
+  # Never partitioned (the v1 estimators' scope has a partitioner), as Keras built them.
+  with _v1.variable_scope(name) as scope:
+    scope.set_partitioner(None)
     gamma = _v1.get_variable('gamma', [units], initializer=_v1.ones_initializer())
     beta = _v1.get_variable('beta', [units], initializer=_v1.zeros_initializer())
     moving_mean = _v1.get_variable('moving_mean', [units], trainable=False,
