@@ -79,17 +79,17 @@ def test_tf1_optimizer_callable_and_an_input_layer_partitioner(tmp_path):
   assert 'dnn/hiddenlayer_0/kernel/part_0' in names  # the dnn scope's one-part partitioner
 
 
-def test_dnn_batch_norm_variables_are_not_partitioned_and_evaluate(tmp_path):
-  """The v1 estimators build `dnn` under a partitioner; batch normalization's variables are
-  made whole, as Keras made them in the original (partitioned, evaluation's moving variance
-  could not be added to)."""
+def test_dnn_batch_norm_evaluates_with_the_original_names(tmp_path):
+  """The v1 estimators build `dnn` under a partitioner: batch normalization's variables are
+  single-part PartitionedVariables (their slots named `<variable>/t_0/Adagrad`, as the
+  original's), read as tensors, so evaluation can add epsilon to the moving variance."""
   est = v1.DNNClassifier([4], [X], batch_norm=True, model_dir=str(tmp_path), config=CONFIG)
   est.train(_input_fn(BINARY), steps=2)
   result = est.evaluate(_input_fn(BINARY, repeat=False))
   assert result['global_step'] == 2 and np.isfinite(result['loss'])
   names = est.get_variable_names()
-  assert 'dnn/hiddenlayer_0/batchnorm_0/moving_variance' in names, names
-  assert not [n for n in names if 'batchnorm' in n and 'part_' in n], names
+  assert {'dnn/hiddenlayer_0/batchnorm_0/moving_variance',
+          'dnn/hiddenlayer_0/batchnorm_0/gamma/t_0/Adagrad'} <= set(names), names
 
 
 def test_wide_and_deep_trains_both_parts_and_counts_one_step(tmp_path):

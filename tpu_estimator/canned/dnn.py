@@ -35,20 +35,21 @@ def dense(inputs, units, activation_fn):
 
 def batch_norm(inputs, name, training):
   """Keras 2 BatchNormalization over the batch axis: batch statistics (and moving-average
-  updates, returned) in training, the moving averages otherwise.  Its variables are never
-  partitioned (Keras turned the partitioner off for them)."""
+  updates, returned) in training, the moving averages otherwise.  Under the v1 estimators'
+  partitioner its variables are (single-part) PartitionedVariables, whose slots the original
+  named `<variable>/t_0/<Optimizer>`: they are read as tensors."""
   units = inputs.shape[-1]
-  # Never partitioned (the v1 estimators' scope has a partitioner), as Keras built them.
-  with _v1.variable_scope(name) as scope:
-    scope.set_partitioner(None)
+  with _v1.variable_scope(name):
     gamma = _v1.get_variable('gamma', [units], initializer=_v1.ones_initializer())
     beta = _v1.get_variable('beta', [units], initializer=_v1.zeros_initializer())
     moving_mean = _v1.get_variable('moving_mean', [units], trainable=False,
                                    initializer=_v1.zeros_initializer())
     moving_variance = _v1.get_variable('moving_variance', [units], trainable=False,
                                        initializer=_v1.ones_initializer())
+  gamma, beta = tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)
   if not training:
-    return tf.nn.batch_normalization(inputs, moving_mean, moving_variance, beta, gamma,
+    return tf.nn.batch_normalization(inputs, tf.convert_to_tensor(moving_mean),
+                                     tf.convert_to_tensor(moving_variance), beta, gamma,
                                      _BN_EPSILON), []
   mean, variance = tf.nn.moments(inputs, axes=[0])
   updates = [
