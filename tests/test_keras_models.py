@@ -226,3 +226,36 @@ def test_tf_keras_compiled_with_a_v1_optimizer_under_compat():
   proc = subprocess.run([sys.executable, '-c', _TF_KERAS_PROGRAM], capture_output=True,
                         text=True, env=env, timeout=300, check=False)
   assert proc.returncode == 0 and 'OK' in proc.stdout, proc.stderr[-3000:]
+
+
+_TF1_KERAS_PROGRAM = textwrap.dedent('''
+    import numpy as np
+    import tensorflow as tf
+    if not hasattr(tf, 'logging'):  # a TF 2.x program in v1 graph mode
+      tf.compat.v1.disable_v2_behavior()
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3, activation='relu', input_shape=(5,)),
+                                 tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.compat.v1.train.RMSPropOptimizer(0.01), loss='mse',
+                  metrics=['mae'])
+    est = tf.keras.estimator.model_to_estimator(keras_model=model)
+    x = np.linspace(0, 1, 80, dtype=np.float32).reshape(16, 5)
+    data = lambda: tf.data.Dataset.from_tensor_slices((x, x.sum(1, keepdims=True))).batch(4)
+    est.train(data, max_steps=2 * 16 / 4)  # a float, as trainers computed it
+    print('KEYS', list(est.evaluate(data)))
+''')
+
+
+@pytest.mark.parametrize('flags', [[], ['--tf1']])
+def test_tf_keras_model_compiled_in_v1_graph_mode(tmp_path, flags):
+  """A model compiled in v1 graph mode (after disable_v2_behavior, or a TF 1.x program under
+  --tf1) keeps no compile config: its metrics are read from the model and named as Keras's v1
+  compile named them (`mean_absolute_error` for 'mae'), as in the original."""
+  program = tmp_path / 'program.py'
+  program.write_text(_TF1_KERAS_PROGRAM)
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      p for p in (REPO, os.environ.get('PYTHONPATH')) if p), TF_CPP_MIN_LOG_LEVEL='2')
+  proc = subprocess.run([sys.executable, '-m', 'tpu_estimator', 'run'] + flags + [str(program)],
+                        capture_output=True, text=True, env=env, timeout=300, check=False,
+                        cwd=str(tmp_path))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "KEYS ['loss', 'mean_absolute_error', 'global_step']" in proc.stdout, proc.stdout

@@ -9,6 +9,8 @@ import collections
 import contextlib
 import sys
 
+import tensorflow as tf  # at import: under `run --tf1` a later import is tf.compat.v1
+
 from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 
@@ -122,7 +124,6 @@ def eager_classes_kept(backend, model):
 
 def graph_variables(weights):
   """The tf.Variables behind Keras weights (tf_keras: the weights; Keras 3: their `.value`)."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return [w if isinstance(w, tf.Variable) else w.value for w in weights]
 
 
@@ -132,4 +133,28 @@ def compile_args(model):
   raw = getattr(getattr(model, '_compile_config', None), 'config', None)
   if isinstance(raw, dict):  # unserialized: a tf.compat.v1.train optimizer has no config
     return raw
-  return model.get_compile_config() or {}
+  config = model.get_compile_config() if hasattr(model, 'get_compile_config') else None
+  if config:
+    return config
+  if hasattr(model, '_compile_metrics'):  # tf_keras compiled in v1 graph mode keeps no config
+    return {'metrics': _v1_metric_names(model._compile_metrics),  # pylint: disable=protected-access
+            'weighted_metrics': _v1_metric_names(
+                getattr(model, '_compile_weighted_metrics', None)),
+            'loss_weights': getattr(model, 'loss_weights', None)}
+  return {}
+
+
+_NAMED_AS_GIVEN = ('accuracy', 'acc', 'crossentropy', 'ce')
+
+
+def _v1_metric_names(metrics):
+  """Metric names as Keras's v1 graph-mode compile reported them: a string names its function
+  (`'mae'` is `mean_absolute_error`), except accuracy and crossentropy, named as given."""
+  if isinstance(metrics, dict):
+    return {key: _v1_metric_names(value) for key, value in metrics.items()}
+  if isinstance(metrics, (list, tuple)):
+    return [_v1_metric_names(m) for m in metrics]
+  if isinstance(metrics, str) and metrics not in _NAMED_AS_GIVEN:
+    import tf_keras  # pylint: disable=import-outside-toplevel
+    return getattr(tf_keras.metrics.get(metrics), '__name__', metrics)
+  return metrics
