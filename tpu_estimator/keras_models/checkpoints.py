@@ -62,24 +62,3 @@ def warm_start_settings(path, names):
   statistics included) from `path`."""
   return warm_starting.WarmStartSettings(
       path, vars_to_warm_start='^(%s)(:0)?$' % '|'.join(re.escape(n) for n in names))
-
-
-def warm_start_scaffold(path, names):
-  """A Scaffold that, when the estimator starts without a checkpoint, sets every replica's
-  copy of the variables in `names` from `path` (TensorFlow's warm start sets only the first
-  copy of a mirrored variable)."""
-  wanted = set(names)
-  parts = []
-  for variable in _v1.global_variables():
-    if variable.op.name in wanted:
-      for copy in getattr(variable, 'values', None) or (variable,):
-        parts.append((variable.op.name, copy))
-  feeds = [_v1.placeholder(copy.dtype.base_dtype, copy.shape) for _, copy in parts]
-  assign = tf.group(*[copy.assign(feed) for (_, copy), feed in zip(parts, feeds)])
-
-  def init_fn(unused_scaffold, session):
-    reader = tf.train.load_checkpoint(path)
-    session.run(assign, feed_dict={feed: reader.get_tensor(name)
-                                   for (name, _), feed in zip(parts, feeds)})
-
-  return _v1.train.Scaffold(init_fn=init_fn)

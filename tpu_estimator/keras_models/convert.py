@@ -108,8 +108,7 @@ def source_of(model, custom_objects=None, checkpoint_format='saver', metric_name
       weighted_metrics=compile_config.get('weighted_metrics'),
       optimizer=optimizers.plan(backend, optimizer, sharded),
       object_checkpoint=object_checkpoint, metric_names_map=metric_names_map,
-      export_outputs=_check_export_outputs(export_outputs, names), sharded=sharded,
-      warm_start=None)
+      export_outputs=_check_export_outputs(export_outputs, names), sharded=sharded)
 
 
 def _config_and_dir(config, model_dir, default_type):
@@ -168,22 +167,19 @@ def model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=N
   config = _config_and_dir(config, model_dir, config_lib.RunConfig)
   _check_strategies(config, checkpoint_format)
   warm_start = _warm_start(source, model, config)
-  if sharded:  # every replica's copy set by the model_fn's scaffold (see checkpoints)
-    model_fn = model_fn_lib.make_model_fn(source._replace(warm_start=warm_start))
+  if warm_start is not None:
+    warm_start = checkpoints.warm_start_settings(*warm_start)
+  model_fn = model_fn_lib.make_model_fn(source)
+  if sharded:
     return estimator_lib.TPUEstimator(
         model_fn=model_fn, config=config, use_tpu=True, train_batch_size=train_batch_size,
-        eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size)
+        eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size,
+        warm_start_from=warm_start)
   if any(b is not None for b in (train_batch_size, eval_batch_size, predict_batch_size)):
     raise errors.value_error(
         'Batch sizes are for the sharded estimator only; on one device input_fn batches.',
         'Drop them, or pass config=tpu_estimator.RunConfig(tpu_config=...) to shard.',
         train_batch_size=train_batch_size)
-  if warm_start is not None and _has_strategy(config):  # every replica's copy set, as sharded
-    return estimator_lib.Estimator(
-        model_fn_lib.make_model_fn(source._replace(warm_start=warm_start)), config=config)
-  model_fn = model_fn_lib.make_model_fn(source)
-  if warm_start is not None:
-    warm_start = checkpoints.warm_start_settings(*warm_start)
   return estimator_lib.Estimator(model_fn, config=config, warm_start_from=warm_start)
 
 

@@ -27,9 +27,8 @@ DEFAULT_SERVING_KEY = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
 class Source(collections.namedtuple('Source', [
     'backend', 'model', 'custom_objects', 'graph_network', 'input_names', 'output_names',
     'loss', 'loss_weights', 'metrics', 'weighted_metrics', 'optimizer', 'object_checkpoint',
-    'metric_names_map', 'export_outputs', 'sharded', 'warm_start'])):
-  """What the model_fn needs of the compiled Keras model, read once at conversion
-  (`warm_start`: (checkpoint path, variable names) a sharded estimator starts from, or None)."""
+    'metric_names_map', 'export_outputs', 'sharded'])):
+  """What the model_fn needs of the compiled Keras model, read once at conversion."""
 
 
 def build_clone(source):
@@ -168,15 +167,9 @@ def _metrics(source, mode, losses, targets, outputs, weights):
 def _spec(source, clone, mode, predictions, export_outputs, loss=None, train_op=None,
           metrics=None, optimizer=None):
   if source.sharded:
-    scaffold_fn = None
-    if source.warm_start is not None and mode == ModeKeys.TRAIN:
-      scaffold_fn = lambda: checkpoints.warm_start_scaffold(*source.warm_start)
     return specs.TPUEstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op,
-                                  eval_metrics=metrics, export_outputs=export_outputs,
-                                  scaffold_fn=scaffold_fn)
+                                  eval_metrics=metrics, export_outputs=export_outputs)
   scaffold = None
-  if source.warm_start is not None and mode == ModeKeys.TRAIN:  # RunConfig strategies
-    scaffold = checkpoints.warm_start_scaffold(*source.warm_start)
   if source.object_checkpoint:
     scaffold = checkpoints.object_scaffold(clone, _v1.train.get_or_create_global_step(),
                                            optimizer)
