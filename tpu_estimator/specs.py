@@ -138,6 +138,22 @@ def _metric_writes(variables):
   return writes
 
 
+def local_metric_variables(variables):
+  """Makes `variables` (a metric's state) local metric variables of the default graph, as
+  TensorFlow's own metrics are: initialized by every evaluation's local init, never saved or
+  trained.  Keras 3 puts its variables in the global (and trainable) collections; tf_keras's
+  graph-mode metrics put theirs in none."""
+  graph = _v1.get_default_graph()
+  for name in (_v1.GraphKeys.GLOBAL_VARIABLES, _v1.GraphKeys.TRAINABLE_VARIABLES):
+    collection = graph.get_collection_ref(name)
+    collection[:] = [item for item in collection if not any(item is v for v in variables)]
+  for name in (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES):
+    present = graph.get_collection(name)
+    for variable in variables:
+      if not any(variable is item for item in present):
+        graph.add_to_collection(name, variable)
+
+
 def _keras_metric_pair(key, metric):
   """`(value, update_op)` of a Keras `Metric` the model_fn updated, as the original made it:
   `result()`, and the updates `update_state` built; its variables become local (reset by
@@ -150,15 +166,7 @@ def _keras_metric_pair(key, metric):
         'Please call update_state(...) on the "%s" metric.' % metric.name,
         'A Metric in eval_metric_ops must be updated in model_fn, e.g. '
         'metric.update_state(labels, predictions).', key=key, metric=metric)
-  graph = _v1.get_default_graph()
-  for name in (_v1.GraphKeys.GLOBAL_VARIABLES, _v1.GraphKeys.TRAINABLE_VARIABLES):
-    collection = graph.get_collection_ref(name)  # Keras 3 puts its variables in them
-    collection[:] = [item for item in collection if not any(item is v for v in variables)]
-  for name in (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES):
-    present = graph.get_collection(name)
-    for variable in variables:
-      if not any(variable is item for item in present):
-        graph.add_to_collection(name, variable)
+  local_metric_variables(variables)
   update = updates[0] if len(updates) == 1 else tf.group(*updates)
   return metric.result(), update
 

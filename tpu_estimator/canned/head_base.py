@@ -13,6 +13,7 @@ from tpu_estimator.canned import optimizers
 from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator import errors
 from tpu_estimator import export as export_lib
+from tpu_estimator import specs
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 
@@ -60,9 +61,7 @@ def metric_pair(metric, *args, sample_weight=None):
   by every evaluation's local init, never checkpointed)."""
   update = metric.update_state(*args, sample_weight=sample_weight)
   value = metric.result()
-  for variable in metric.variables:
-    _v1.add_to_collection(_v1.GraphKeys.LOCAL_VARIABLES, variable)
-    _v1.add_to_collection(_v1.GraphKeys.METRIC_VARIABLES, variable)
+  specs.local_metric_variables(metric.variables)
   return value, update
 
 

@@ -10,6 +10,7 @@ variables (reset per evaluation, never saved).
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator import specs
 from tpu_estimator.keras_models import backends
 
 _v1 = tf.compat.v1
@@ -130,19 +131,11 @@ def metric_object(backend, identifier, loss_fn, y_true, y_pred):
 
 
 def _as_local(first, variables):
-  """Makes a metric's state local variables of the graph (initialized for each evaluation,
-  never saved): the global variables from index `first` on (made since), and `variables`
-  (tf_keras's graph-mode metrics put theirs in no collection)."""
-  graph = _v1.get_default_graph()
-  global_ref = graph.get_collection_ref(_v1.GraphKeys.GLOBAL_VARIABLES)
-  local_ref = graph.get_collection_ref(_v1.GraphKeys.LOCAL_VARIABLES)
-  made = global_ref[first:]
-  del global_ref[first:]
-  known = set(id(v) for v in local_ref)
-  for variable in made + list(variables):
-    if id(variable) not in known:
-      known.add(id(variable))
-      local_ref.append(variable)
+  """Makes a metric's state local metric variables (`specs.local_metric_variables`): the
+  global variables from index `first` on (made since), and `variables` (tf_keras's graph-mode
+  metrics put theirs in no collection)."""
+  made = _v1.get_default_graph().get_collection(_v1.GraphKeys.GLOBAL_VARIABLES)[first:]
+  specs.local_metric_variables(made + list(variables))
 
 
 def _new_assignments(graph, before):
