@@ -789,12 +789,8 @@ def add_metrics(estimator, metric_fn):
   if unexpected:
     raise errors.value_error('metric_fn has arguments add_metrics cannot give: %s.' % unexpected,
                              'Use only %s.' % ', '.join(_METRIC_FN_ARGS), metric_fn=metric_fn)
-  inner = estimator.model_fn
 
-  def model_fn(features, labels, mode, params, config):
-    kwargs = input_fn_lib.accepted_kwargs(inner, labels=labels, mode=mode, params=params,
-                                          config=config)
-    spec = inner(features=features, **kwargs)
+  def with_metrics(spec, features, labels, mode, config):
     if mode != ModeKeys.EVAL:
       return spec
     if isinstance(spec, TPUEstimatorSpec):
@@ -812,6 +808,21 @@ def add_metrics(estimator, metric_fn):
 
   # The params go along too (the original's new Estimator had none, so an input_fn reading
   # params['batch_size'] failed there).
+  return respecified(estimator, with_metrics,
+                     warm_start_from=estimator._warm_start)  # pylint: disable=protected-access
+
+
+def respecified(estimator, change_spec, **estimator_args):
+  """A new `Estimator` on `estimator`'s model_dir, config and params (and `estimator_args`)
+  whose model_fn returns `change_spec(spec, features, labels, mode, config)` of the spec
+  `estimator`'s model_fn returns: `add_metrics`, and tf.contrib.estimator's
+  `forward_features`."""
+  inner = estimator.model_fn
+
+  def model_fn(features, labels, mode, params, config):
+    kwargs = input_fn_lib.accepted_kwargs(inner, labels=labels, mode=mode, params=params,
+                                          config=config)
+    return change_spec(inner(features=features, **kwargs), features, labels, mode, config)
+
   return Estimator(model_fn=model_fn, model_dir=estimator.model_dir, config=estimator.config,
-                   params=estimator.params,
-                   warm_start_from=estimator._warm_start)  # pylint: disable=protected-access
+                   params=estimator.params, **estimator_args)

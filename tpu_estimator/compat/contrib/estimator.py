@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import tpu_estimator as _te
 from tpu_estimator.canned import heads as _heads
-from tpu_estimator.distribute import input_fn as _input_fn
+from tpu_estimator import estimator as _estimator_lib
 from tpu_estimator import experimental as _experimental
 
 _v1 = tf.compat.v1
@@ -53,20 +53,6 @@ __all__ = [
     'stop_if_no_increase_hook']
 
 add_metrics = _te.add_metrics  # TF 1.15's tf.contrib.estimator.add_metrics is tf.estimator's
-
-
-def _wrap(estimator, change_spec):
-  """A new Estimator (same model_dir, config, params) whose model_fn returns
-  `change_spec(spec, features, labels, mode, config)` of `estimator`'s spec."""
-  inner = estimator.model_fn
-
-  def model_fn(features, labels, mode, params, config):
-    kwargs = _input_fn.accepted_kwargs(inner, labels=labels, mode=mode, params=params,
-                                       config=config)
-    spec = inner(features=features, **kwargs)
-    return change_spec(spec, features, labels, mode, config)
-  return _te.Estimator(model_fn, model_dir=estimator.model_dir, config=estimator.config,
-                       params=estimator.params)
 
 
 def _forwarded(features, keys, sparse_default_values):
@@ -115,7 +101,7 @@ def forward_features(estimator, keys=None, sparse_default_values=None):
     if isinstance(outputs.get(serving), _te.export.PredictOutput):
       outputs[serving] = _te.export.PredictOutput(dict(outputs[serving].outputs, **forwarded))
     return spec._replace(predictions=predictions, export_outputs=outputs or None)
-  return _wrap(estimator, change_spec)
+  return _estimator_lib.respecified(estimator, change_spec)
 
 
 class _ClippedOptimizer(_v1.train.Optimizer):
