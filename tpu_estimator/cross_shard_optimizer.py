@@ -8,6 +8,7 @@ the update uses the sum of the shards' gradients, as the original did.
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.updates import wrapping
 
 _v1 = tf.compat.v1
 _MEAN = _v1.losses.Reduction.MEAN
@@ -19,7 +20,7 @@ def _num_replicas():
   return context.num_replicas_in_sync if context is not None else 1
 
 
-class CrossShardOptimizer(_v1.train.Optimizer):
+class CrossShardOptimizer(wrapping.Wrapping):
   """Wraps a `tf.compat.v1.train.Optimizer` so its update aggregates all shards' gradients."""
 
   def __init__(self, opt, reduction=_MEAN, name='CrossShardOptimizer', group_assignment=None):
@@ -34,8 +35,7 @@ class CrossShardOptimizer(_v1.train.Optimizer):
           '`group_assignment` (gradient aggregation within sub-groups of TPU cores) is not '
           'supported: gradients are aggregated over all shards.', 'Leave it None.',
           group_assignment=group_assignment)
-    super().__init__(use_locking=False, name=name)
-    self._opt = opt
+    super().__init__(opt, name)
     self._reduction = reduction
 
   def compute_gradients(self, loss, var_list=None, **kwargs):
@@ -46,12 +46,3 @@ class CrossShardOptimizer(_v1.train.Optimizer):
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
     return self._opt.apply_gradients(grads_and_vars, global_step, name)
-
-  def get_slot(self, *args, **kwargs):
-    return self._opt.get_slot(*args, **kwargs)
-
-  def get_slot_names(self, *args, **kwargs):
-    return self._opt.get_slot_names(*args, **kwargs)
-
-  def variables(self):
-    return self._opt.variables()

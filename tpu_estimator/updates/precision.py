@@ -24,9 +24,9 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.updates import interceptor
+from tpu_estimator.updates import wrapping
 
 _v1 = tf.compat.v1
-_Optimizer = _v1.train.Optimizer
 _LossScaleOptimizer = _v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 POLICIES = {'mixed_bfloat16': tf.bfloat16, 'mixed_float16': tf.float16}
 _STATE = 'precision'  # our state on the graph being built (updates/interceptor.py)
@@ -37,14 +37,13 @@ def policy_of(config):
   return getattr(tpu_config, 'precision', None)
 
 
-class _Unwrapped(_Optimizer):
+class _Unwrapped(wrapping.Wrapping):
   """The user's optimizer as the loss-scale optimizer's inner one: its calls go on through the
   layers inside precision (`interceptor.inner`), never back through precision, which would
   wrap it again."""
 
   def __init__(self, opt):
-    super().__init__(use_locking=False, name=opt.get_name())
-    self._opt = opt
+    super().__init__(opt, opt.get_name())
 
   def compute_gradients(self, *args, **kwargs):
     return interceptor.inner(_STATE, 'compute_gradients', self._opt, *args, **kwargs)
@@ -52,15 +51,6 @@ class _Unwrapped(_Optimizer):
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
     return interceptor.inner(_STATE, 'apply_gradients', self._opt, grads_and_vars,
                              global_step=global_step, name=name)
-
-  def get_slot(self, *args, **kwargs):
-    return self._opt.get_slot(*args, **kwargs)
-
-  def get_slot_names(self, *args, **kwargs):
-    return self._opt.get_slot_names(*args, **kwargs)
-
-  def variables(self):
-    return self._opt.variables()
 
 
 class _Float16State:

@@ -22,6 +22,7 @@ import tpu_estimator as _te
 from tpu_estimator.canned import heads as _heads
 from tpu_estimator import estimator as _estimator_lib
 from tpu_estimator import experimental as _experimental
+from tpu_estimator.updates import wrapping as _wrapping
 
 _v1 = tf.compat.v1
 _ModeKeys = _te.ModeKeys
@@ -104,32 +105,22 @@ def forward_features(estimator, keys=None, sparse_default_values=None):
   return _estimator_lib.respecified(estimator, change_spec)
 
 
-class _ClippedOptimizer(_v1.train.Optimizer):
+class _ClippedOptimizer(_wrapping.Wrapping):
   """A TF1 optimizer that clips the gradients of another to a global norm, then applies them
   with it (its slots and variables are the inner optimizer's)."""
 
   def __init__(self, optimizer, clip_norm):
-    super().__init__(use_locking=False, name='ClipByNorm' + optimizer.get_name())
-    self._optimizer = optimizer
+    super().__init__(optimizer, 'ClipByNorm' + optimizer.get_name())
     self._clip_norm = clip_norm
 
   def compute_gradients(self, *args, **kwargs):
-    pairs = self._optimizer.compute_gradients(*args, **kwargs)
+    pairs = self._opt.compute_gradients(*args, **kwargs)
     grads, variables = zip(*pairs) if pairs else ((), ())
     clipped, _ = tf.clip_by_global_norm(list(grads), self._clip_norm)
     return list(zip(clipped, variables))
 
   def apply_gradients(self, *args, **kwargs):
-    return self._optimizer.apply_gradients(*args, **kwargs)
-
-  def get_slot(self, *args, **kwargs):
-    return self._optimizer.get_slot(*args, **kwargs)
-
-  def get_slot_names(self, *args, **kwargs):
-    return self._optimizer.get_slot_names(*args, **kwargs)
-
-  def variables(self):
-    return self._optimizer.variables()
+    return self._opt.apply_gradients(*args, **kwargs)
 
 
 def clip_gradients_by_norm(optimizer, clip_norm):
