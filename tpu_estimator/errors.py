@@ -59,7 +59,7 @@ def check_positive_int(name, value, allow_none=False):
   """Raises unless `value` is an int > 0 (or None when allowed)."""
   if value is None and allow_none:
     return
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+  if not is_int(value):
     raise type_error('`%s` must be an int.' % name, 'Pass a positive integer.', **{name: value})
   if value <= 0:
     raise value_error('`%s` must be positive.' % name, 'Pass an integer > 0.', **{name: value})

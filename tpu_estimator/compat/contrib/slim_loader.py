@@ -59,7 +59,6 @@ def _removed_names(tf):
 
 class _State:
   done = False
-  supplied = []  # the `module.name`s prepare() put on TensorFlow
 
 
 def prepare():
@@ -75,7 +74,6 @@ def prepare():
     if name not in module.__dict__:
       setattr(module, name, value)
       supplied.append('%s.%s' % (module_name, name))
-  _State.supplied.extend(supplied)
   _State.done = True
   return supplied
 
