@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import optimizers
+from tpu_estimator.distribute import replication
 from tpu_estimator import errors
 from tpu_estimator.estimator import Estimator
 from tpu_estimator import quiet
@@ -104,9 +105,8 @@ class Trainer(object):
     (RunConfig.train_distribute) a mean loss is divided by their number, as the original did
     for its Keras optimizers (which sum the replicas' gradients): the update is then the one
     of one device on all the replicas' rows."""
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    if replicas > 1 and head.loss_reduction == head_base.SUM_OVER_BATCH_SIZE:
-      loss *= 1.0 / replicas
+    if head.loss_reduction == head_base.SUM_OVER_BATCH_SIZE:
+      loss = replication.replica_share(loss)
     ops = []
     for index, (part, variables) in enumerate(zip(parts, owned)):
       optimizer = optimizers.get_optimizer(part.optimizer, part.learning_rate,

@@ -124,6 +124,22 @@ class Replicas:
     return variable.values[0]
 
 
+def in_one_of_several_replicas():
+  """Whether the code being built runs in one of several replicas of a strategy (inside
+  `Replicas.run`)."""
+  return (tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context() and
+          tf.distribute.get_strategy().num_replicas_in_sync > 1)
+
+
+def replica_share(loss):
+  """`loss` divided by the replicas in sync when built in one of several: an optimizer that
+  sums the replicas' gradients (Keras's) then makes the update of one device on all their
+  rows, as tensorflow-estimator scaled the loss for Keras optimizers."""
+  if not in_one_of_several_replicas():
+    return loss
+  return loss * (1.0 / tf.distribute.get_strategy().num_replicas_in_sync)
+
+
 def _cpus_named(devices):
   """How many CPU devices a session needs for `devices` ('/cpu:3' needs 4)."""
   return 1 + max(int(tf.DeviceSpec.from_string(d).device_index or 0) for d in devices)

@@ -9,6 +9,7 @@ variables (reset per evaluation, never saved).
 """
 import tensorflow as tf
 
+from tpu_estimator.distribute import replication
 from tpu_estimator import errors
 from tpu_estimator import specs
 from tpu_estimator.keras_models import backends
@@ -52,19 +53,13 @@ def output_losses(backend, loss, names):
   return losses
 
 
-def _in_replicas():
-  """Inside one of several replicas of a strategy (RunConfig.train_distribute)."""
-  return tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context() and \
-      tf.distribute.get_strategy().num_replicas_in_sync > 1
-
-
 def output_loss(loss_fn, y_true, y_pred, weights):
   """One output's loss: a Keras Loss applies its own reduction; a function's per-example
   values are weighted and averaged over their elements (Keras's SUM_OVER_BATCH_SIZE).  In a
   strategy's replicas (where tf_keras refuses to average a Loss by itself, as outside
   `compile`) a Loss's per-example values are reduced here the same way."""
   if hasattr(loss_fn, 'reduction') and hasattr(loss_fn, 'call'):
-    if not _in_replicas():
+    if not replication.in_one_of_several_replicas():
       return loss_fn(y_true, y_pred, sample_weight=weights)
     summed = str(loss_fn.reduction).lower().endswith('sum')
     loss_fn = loss_fn.call

@@ -12,6 +12,7 @@ import collections
 import tensorflow as tf
 
 from tpu_estimator import cross_shard_optimizer
+from tpu_estimator.distribute import replication
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -134,10 +135,9 @@ def train_op(optimizer_plan, loss, variables, global_step, sharded):
   if optimizer_plan.kind == 'tf_keras':
     legacy = optimizer_plan.cls.from_config(optimizer_plan.config)
     legacy.iterations = global_step
-    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
-      # It sums the replicas' gradients (RunConfig.train_distribute): the mean loss is
-      # divided by their number, as Keras's compiled loss was in the original.
-      loss *= 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
+    # It sums the replicas' gradients (RunConfig.train_distribute): the mean loss is divided
+    # by their number, as Keras's compiled loss was in the original.
+    loss = replication.replica_share(loss)
     with tf.name_scope('training'):
       return tf.group(*legacy.get_updates(loss, variables)), legacy
   if optimizer_plan.kind == 'v1':
