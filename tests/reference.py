@@ -7,7 +7,9 @@ tests that need it are skipped, all with one reason (`check`); where it can but 
 running it fails, they fail: the comparison is the point."""
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -71,6 +73,19 @@ def python(who):
 
 
 IMPLS = ('orig', 'ours')
+
+
+def outcome(prefix, run):
+  """What a module's fixture hands its tests: `run(workdir)` in a fresh temporary directory
+  (removed after), or the `Unavailable` it raised (`check` turns it into a skip or a
+  failure)."""
+  workdir = tempfile.mkdtemp(prefix=prefix)
+  try:
+    return run(workdir)
+  except Unavailable as exc:
+    return exc
+  finally:
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_both(pythons, program, tasks, workdir, tag, timeout):

@@ -5,9 +5,7 @@ equal one device where the original's do (input_fn(input_context) batches of 8 r
 are one device's batches of 16).  Evaluation of an input whose final batches do not fill the
 replicas covers every row here (the original dropped them).
 """
-import shutil
 import sys
-import tempfile
 
 import pytest
 
@@ -38,19 +36,12 @@ UNEVEN = [_task('uneven_one_device', None, 1, context=True, eval_rows=72),
 
 @pytest.fixture(scope='module')
 def runs():
-  try:
+  def run(workdir):
     pythons = {'orig': reference.python('The strategy differential tests'),
                'ours': sys.executable}
-  except reference.Unavailable as exc:
-    return exc
-  workdir = tempfile.mkdtemp(prefix='tpu_estimator_distribute_')
-  try:
     tasks = {'orig': TASKS, 'ours': TASKS + UNEVEN}
     return reference.run_both(pythons, PROGRAM, tasks, workdir, 'distribute', 600)
-  except reference.Unavailable as exc:
-    return exc
-  finally:
-    shutil.rmtree(workdir, ignore_errors=True)
+  return reference.outcome('tpu_estimator_distribute_', run)
 
 
 @pytest.mark.parametrize('name', [t['name'] for t in TASKS])

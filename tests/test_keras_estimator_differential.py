@@ -12,7 +12,6 @@ A broken reference venv fails these tests; a machine that cannot have one skips 
 import os
 import shutil
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -50,13 +49,7 @@ def _run(workdir):
 
 @pytest.fixture(scope='module')
 def runs():
-  workdir = tempfile.mkdtemp(prefix='tpu_estimator_mte_differential_')
-  try:
-    return _run(workdir)
-  except reference.Unavailable as e:
-    return e
-  finally:
-    shutil.rmtree(workdir, ignore_errors=True)
+  return reference.outcome('tpu_estimator_mte_differential_', _run)
 
 
 def _evaluated(orig, ours, what):
