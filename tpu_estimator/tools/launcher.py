@@ -1,10 +1,18 @@
 """A local multi-worker launcher for testing and development (not a cluster manager).
 
-`launch(argv, num_workers)` starts `num_workers` copies of a Python program on this machine,
-each with a `TF_CONFIG` naming a loopback port per task (task 0 is the `chief`, the others
-`worker`s), waits for them, and if one fails stops the others.  Returns the exit codes.
+`launch(argv, num_workers, num_ps=0, evaluator=False)` starts one copy of a Python program per
+task on this machine, each with a `TF_CONFIG` naming a loopback port per cluster task: task 0
+is the `chief`, then `num_workers - 1` `worker`s, `num_ps` parameter servers (`ps`) and, with
+`evaluator=True`, an `evaluator` (which, as in TensorFlow, is not listed in the cluster).  It
+waits for the chief, workers and evaluator, then stops the parameter servers (which serve until
+stopped); if a task fails it stops the others.  Returns the exit codes in task order.
+
+`Cluster` is the same run in steps (`start()`, `processes`, `wait()`, `stop()`), for tests that
+reach into the tasks (kill one, read its TF_CONFIG).  This module imports only the standard
+library.
 """
 import json
+import numbers
 import os
 import socket
 import subprocess
@@ -26,53 +34,132 @@ def free_ports(count):
       sock.close()
 
 
-def tf_configs(num_workers, ports=None):
-  """One TF_CONFIG dict per task: a chief and `num_workers - 1` workers on loopback."""
-  ports = ports or free_ports(num_workers)
+def _check_count(name, value, minimum, fix):
+  if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+    raise ValueError('%s must be an integer >= %d. Received: %s=%r. %s'
+                     % (name, minimum, name, value, fix))
+
+
+def _tasks(num_workers, num_ps, evaluator):
+  """[(type, index)] in task order: chief, workers, ps tasks, evaluator."""
+  _check_count('num_workers', num_workers, 1,
+               'Pass the number of training tasks, the chief included (1 runs a chief alone).')
+  _check_count('num_ps', num_ps, 0, 'Pass 0 for no parameter servers.')
+  return ([('chief', 0)] + [('worker', i) for i in range(num_workers - 1)]
+          + [('ps', i) for i in range(num_ps)] + ([('evaluator', 0)] if evaluator else []))
+
+
+def task_names(num_workers, num_ps=0, evaluator=False):
+  """['chief:0', 'worker:0', ..., 'ps:0', ..., 'evaluator:0']: the tasks, in task order."""
+  return ['%s:%d' % task for task in _tasks(num_workers, num_ps, evaluator)]
+
+
+def tf_configs(num_workers, ports=None, num_ps=0, evaluator=False):
+  """One TF_CONFIG dict per task, in task order (chief, workers, ps tasks, evaluator).
+
+  The cluster has a `chief`, `num_workers - 1` `worker`s and `num_ps` `ps` tasks on loopback,
+  at `ports` (`num_workers + num_ps` of them; default: free ones).  The evaluator gets the same
+  cluster but, as TensorFlow expects, is not in it: it only appears as its own `task`.
+  """
+  tasks = _tasks(num_workers, num_ps, evaluator)
+  needed = num_workers + num_ps
+  ports = free_ports(needed) if ports is None else list(ports)
+  if len(ports) != needed:
+    raise ValueError('ports must name one port per chief, worker and ps task (%d). Received: '
+                     'ports=%r. Pass %d ports, or None for free ones.' % (needed, ports, needed))
   addresses = ['127.0.0.1:%d' % p for p in ports]
   cluster = {'chief': addresses[:1]}
   if num_workers > 1:
-    cluster['worker'] = addresses[1:]
-  tasks = [('chief', 0)] + [('worker', i) for i in range(num_workers - 1)]
+    cluster['worker'] = addresses[1:num_workers]
+  if num_ps:
+    cluster['ps'] = addresses[num_workers:]
   return [{'cluster': cluster, 'task': {'type': t, 'index': i}} for t, i in tasks]
 
 
-def launch(argv, num_workers, env=None, timeout=None, stop_grace_secs=10, poll_secs=0.2):
-  """Runs `python argv...` once per task; returns the list of exit codes (chief first).
+class Cluster:
+  """The tasks of one local run: `python argv...` per TF_CONFIG of `tf_configs(...)`.
 
-  When a task exits non-zero the others are terminated (then killed after
-  `stop_grace_secs`).  `timeout` bounds the whole run (tasks still running are killed).
+  `tf_configs` and `names` ('chief:0', ...) are known from construction, `processes` (the
+  `subprocess.Popen`s, in the same order) after `start()`.  As a context manager it starts the
+  tasks and, on leaving, kills any still running.
   """
-  if num_workers < 1:
-    raise ValueError('num_workers must be >= 1. Received: num_workers=%r.' % num_workers)
-  processes = []
-  started = time.time()
-  try:
-    for tf_config in tf_configs(num_workers):
-      task_env = dict(os.environ if env is None else env, TF_CONFIG=json.dumps(tf_config))
-      processes.append(subprocess.Popen([sys.executable] + list(argv), env=task_env))
-    while True:
-      codes = [p.poll() for p in processes]
-      if all(c is not None for c in codes):
-        return codes
-      failed = any(c not in (None, 0) for c in codes)
-      late = timeout is not None and time.time() - started > timeout
-      if failed or late:
-        _stop(processes, stop_grace_secs)
-        return [p.wait() for p in processes]
-      time.sleep(poll_secs)
-  finally:
-    _stop(processes, 0)
 
+  def __init__(self, argv, num_workers, env=None, num_ps=0, evaluator=False, ports=None):
+    self.argv = list(argv)
+    self.env = env
+    self.tf_configs = tf_configs(num_workers, ports, num_ps=num_ps, evaluator=evaluator)
+    self.names = task_names(num_workers, num_ps, evaluator)
+    self.processes = []
 
-def _stop(processes, grace_secs):
-  for process in processes:
-    if process.poll() is None:
-      process.terminate()
-  deadline = time.time() + grace_secs
-  for process in processes:
+  def start(self):
+    """Starts every task (once); if one cannot be started, stops those already running."""
+    if self.processes:
+      raise RuntimeError('Cluster.start() was already called. Make a new Cluster to run again.')
     try:
-      process.wait(max(0.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-      process.kill()
-      process.wait()
+      for tf_config in self.tf_configs:
+        env = dict(os.environ if self.env is None else self.env, TF_CONFIG=json.dumps(tf_config))
+        self.processes.append(subprocess.Popen([sys.executable] + self.argv, env=env))
+    except BaseException:
+      self.stop(0)
+      raise
+    return self
+
+  def wait(self, timeout=None, stop_grace_secs=10, poll_secs=0.2):
+    """Waits for the run to end; returns the exit codes in task order.
+
+    The run ends well when every chief, worker and evaluator task has exited 0: the `ps` tasks
+    still serving are then stopped and reported as 0 (a parameter server never exits on its
+    own).  When any task exits non-zero (a `ps` included), or after `timeout` seconds, every
+    task still running is stopped and the codes are as the processes report them (negative: the
+    signal that stopped it).  Stopping sends SIGTERM, then SIGKILL after `stop_grace_secs`.
+    """
+    if not self.processes:
+      raise RuntimeError('Cluster.wait() before start(). Call start() first, or use '
+                         '`with Cluster(...) as cluster:`.')
+    deadline = None if timeout is None else time.time() + timeout
+    training = [not name.startswith('ps:') for name in self.names]
+    while True:
+      codes = [p.poll() for p in self.processes]
+      failed = any(c not in (None, 0) for c in codes)
+      if failed or (deadline is not None and time.time() > deadline):
+        self.stop(stop_grace_secs)
+        return [p.wait() for p in self.processes]
+      if all(c is not None for c, t in zip(codes, training) if t):
+        self.stop(stop_grace_secs)  # only ps tasks are left
+        return [0 if c is None else c for c in codes]
+      time.sleep(poll_secs)
+
+  def stop(self, grace_secs=10):
+    """Sends SIGTERM to the tasks still running, and SIGKILL to those left after `grace_secs`."""
+    for process in self.processes:
+      if process.poll() is None:
+        process.terminate()
+    deadline = time.time() + grace_secs
+    for process in self.processes:
+      try:
+        process.wait(max(0.0, deadline - time.time()))
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+  def __enter__(self):
+    return self.start()
+
+  def __exit__(self, *exc_info):
+    self.stop(0)
+
+
+def launch(argv, num_workers, env=None, timeout=None, stop_grace_secs=10, poll_secs=0.2,
+           num_ps=0, evaluator=False):
+  """Runs `python argv...` once per task (`env`: their environment, default os.environ; each
+  gets its TF_CONFIG) and waits for them.
+
+  Returns the list of exit codes in task order: the chief, the `num_workers - 1` workers, the
+  `num_ps` ps tasks, then the evaluator when `evaluator` is True (`task_names` names them).
+  All 0 is success: ps tasks still serving when the others are done are stopped and reported 0.
+  When a task exits non-zero the others are stopped (SIGTERM, then SIGKILL after
+  `stop_grace_secs`) and report their own codes (negative: the signal).  `timeout` bounds the
+  whole run (tasks still running are stopped the same way).  See `Cluster.wait`.
+  """
+  with Cluster(argv, num_workers, env=env, num_ps=num_ps, evaluator=evaluator) as cluster:
+    return cluster.wait(timeout, stop_grace_secs, poll_secs)
