@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tpu_estimator.tools import cli
 from tpu_estimator.tools import launcher
 
 # argv: OUT_DIR MODE TASK_COUNT.  Every task writes its TF_CONFIG to OUT_DIR/<type><index>.json;
@@ -148,3 +149,26 @@ def test_cluster_exposes_its_processes_for_fault_injection(script, tmp_path):
   with pytest.raises(RuntimeError, match='before start'):
     launcher.Cluster(['x.py'], 1).wait()
 
+
+def test_launch_command_parses_ps_and_evaluator():
+  parser = cli.build_parser()
+  args = parser.parse_args(['launch', '--workers', '2', '--ps', '3', '--evaluator',
+                            'train.py', '--ps', '9'])
+  assert (args.workers, args.ps, args.evaluator) == (2, 3, True)
+  assert (args.script, args.args) == ('train.py', ['--ps', '9'])  # the program's own
+  args = parser.parse_args(['launch', '--workers', '1', 'train.py'])
+  assert (args.ps, args.evaluator, args.timeout) == (0, False, None)
+  for bad in ('-1', 'two'):
+    with pytest.raises(SystemExit):
+      parser.parse_args(['launch', '--workers', '1', '--ps', bad, 'train.py'])
+
+
+def test_launch_command_names_each_task_exit_code(script, tmp_path, capsys):
+  out = str(tmp_path / 'out')
+  assert cli.main(['launch', '--workers', '2', '--ps', '1', '--evaluator', '--timeout', '30',
+                   script, out, 'ok', '4']) == 0
+  assert 'task exit codes: chief:0=0 worker:0=0 ps:0=0 evaluator:0=0' in capsys.readouterr().err
+  for name in os.listdir(out):
+    os.remove(os.path.join(out, name))
+  assert cli.main(['launch', '--workers', '2', '--ps', '1', script, out, 'fail', '3']) == 3
+  assert 'worker:0=3' in capsys.readouterr().err

@@ -4,7 +4,7 @@
     tpu-estimator run [--tf1] SCRIPT [ARGS...]
     tpu-estimator run [--tf1] -m MODULE [ARGS...]
     tpu-estimator inspect MODEL_DIR [--exports DIR ...] [--json]
-    tpu-estimator launch --workers N SCRIPT [ARGS...]
+    tpu-estimator launch --workers N [--ps M] [--evaluator] [--timeout S] SCRIPT [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
 `_SUBCOMMANDS`.  This module imports the library's other modules (and so TensorFlow) only
@@ -21,14 +21,21 @@ import sys
 # ---------------------------------------------------------------------------------------------
 # argument types
 
-def _positive_int(text):
-  try:
-    value = int(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError('expected a positive integer, got %r' % text) from None
-  if value <= 0:
-    raise argparse.ArgumentTypeError('expected a positive integer, got %r' % text)
-  return value
+def _int_at_least(minimum, expected):
+  """An argparse type taking an int >= `minimum`; `expected` words that in its error."""
+  def parse(text):
+    try:
+      value = int(text)
+    except ValueError:
+      value = None
+    if value is None or value < minimum:
+      raise argparse.ArgumentTypeError('expected %s, got %r' % (expected, text))
+    return value
+  return parse
+
+
+_positive_int = _int_at_least(1, 'a positive integer')
+_non_negative_int = _int_at_least(0, 'an integer >= 0')
 
 
 def _iterations_per_loop(text):
@@ -194,14 +201,22 @@ def _add_inspect(subparsers):
 
 def _add_launch(subparsers):
   parser = subparsers.add_parser(
-      'launch', help='run a program as N local TF_CONFIG tasks (a test/dev tool)',
-      description='Starts --workers copies of a Python program on this machine, each with a '
-      'TF_CONFIG naming a loopback port per task (task 0 is the chief, the others workers), so '
-      'TPUEstimator(use_tpu=True) trains across them. When one task fails the others are '
+      'launch', help='run a program as local TF_CONFIG tasks (a test/dev tool)',
+      description='Starts one copy of a Python program per task on this machine, each with a '
+      'TF_CONFIG naming a loopback port per cluster task: task 0 is the chief, then --workers '
+      'minus one workers and --ps parameter servers (ps); with --evaluator, an evaluator task, '
+      'which (as TensorFlow expects) gets the same cluster but is not listed in it. '
+      'TPUEstimator(use_tpu=True) trains across the chief and workers. The run is done when '
+      'the chief, workers and evaluator have exited; the ps tasks, which serve until stopped, '
+      'are then stopped (reported as exit code 0). When one task fails the others are '
       'stopped. For testing and development: this is not a cluster manager.')
-  parser.add_argument('--workers', type=_positive_int, required=True,
-                      help='number of tasks (chief + workers)')
-  parser.add_argument('--timeout', type=float, default=None,
+  parser.add_argument('--workers', type=_positive_int, required=True, metavar='N',
+                      help='number of training tasks (the chief + workers)')
+  parser.add_argument('--ps', type=_non_negative_int, default=0, metavar='M',
+                      help='number of parameter-server (ps) tasks (default: %(default)s)')
+  parser.add_argument('--evaluator', action='store_true',
+                      help='add an evaluator task (not in the cluster dict)')
+  parser.add_argument('--timeout', type=float, default=None, metavar='S',
                       help='seconds before every task still running is stopped')
   parser.add_argument('script', help='the Python program')
   parser.add_argument('args', nargs=argparse.REMAINDER, help="the program's arguments")
@@ -210,8 +225,11 @@ def _add_launch(subparsers):
 
 def _run_launch(args):
   from tpu_estimator.tools import launcher  # pylint: disable=import-outside-toplevel
-  codes = launcher.launch([args.script] + list(args.args), args.workers, timeout=args.timeout)
-  print('task exit codes (chief first): %s' % codes, file=sys.stderr)
+  codes = launcher.launch([args.script] + list(args.args), args.workers, timeout=args.timeout,
+                          num_ps=args.ps, evaluator=args.evaluator)
+  names = launcher.task_names(args.workers, args.ps, args.evaluator)
+  print('task exit codes: %s' % ' '.join('%s=%s' % nc for nc in zip(names, codes)),
+        file=sys.stderr)
   # The failing task's own exit code (the others were stopped by a signal), else 1 on failure.
   failures = [c for c in codes if c > 0]
   return failures[0] if failures else (1 if any(codes) else 0)
