@@ -109,15 +109,21 @@ class Estimator:
     """The new graph of one call in `mode`, set up as every mode needs it, in this order: the
     call's plan (its replicas first), the global step (mirrored over the replicas; in training
     its cached read, which TensorFlow's hooks fetch, made before anything reads it), then the
-    input.  Yields (graph, plan, global_step, host_input) inside the graph."""
+    input.  Yields (graph, plan, global_step, host_input) inside the graph.  A training graph
+    is built under `RunConfig.device_fn` or, in a parameter-server cluster, the device function
+    that puts its variables on the ps tasks, as the original built it."""
     with self._graph().as_default() as graph:
       plan = self._layout.plan(mode, self._config, compile_loop)
-      with plan.replicas.scope():
-        global_step = _v1.train.get_or_create_global_step(graph)
+      device_fn = None
       if mode == ModeKeys.TRAIN:
-        saving.cache_global_step_read(global_step)
-      host_input = self._layout.host_input(input_fn, plan)
-      yield graph, plan, global_step, host_input
+        device_fn = self._config.device_fn or getattr(plan.replicas, 'device_fn', None)
+      with graph.device(device_fn) if device_fn else contextlib.nullcontext():
+        with plan.replicas.scope():
+          global_step = _v1.train.get_or_create_global_step(graph)
+        if mode == ModeKeys.TRAIN:
+          saving.cache_global_step_read(global_step)
+        host_input = self._layout.host_input(input_fn, plan)
+        yield graph, plan, global_step, host_input
 
   def _session(self, replicas, scaffold, hooks, xla_step=False, **kwargs):
     """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
@@ -126,6 +132,9 @@ class Estimator:
     would wait for the dead worker for hours): the error ends the call.  `xla_step`: the
     session compiles the training step with XLA (`TrainStep.compiles_step`)."""
     config = replicas.session_config(self._config.session_config, xla=xla_step)
+    if replicas.kind == 'parameter_servers':  # recovers from lost tasks, for a bounded time
+      return _v1.train.MonitoredSession(
+          session_creator=replicas.session_creator(scaffold, config, **kwargs), hooks=hooks)
     if replicas.kind == 'multi_worker':
       return _v1.train.SingularMonitoredSession(hooks=hooks, scaffold=scaffold,
                                                 master=replicas.master, config=config, **kwargs)
@@ -222,10 +231,7 @@ class Estimator:
   def _build_train(self, key, input_fn, listeners, checkpoint, compile_loop):
     with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
                                                                       host_input):
-      device_scope = graph.device(self._config.device_fn) if self._config.device_fn else \
-          contextlib.nullcontext()
-      with device_scope:
-        built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
+      built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
       if not checkpoint:
         warm_starting.apply(self._warm_start)
       _v1.summary.scalar('loss', built.loss)

@@ -1,9 +1,11 @@
 """`TrainSpec`, `EvalSpec`, `train_and_evaluate` and the exporters that run after evaluations.
 
-Locally, `train_and_evaluate` trains once with a checkpoint listener that evaluates the newest
-checkpoint after each save (at most every `throttle_secs`), runs the exporters on each result,
-and evaluates once more at the end.  With `TF_CONFIG`, an `evaluator` task evaluates each new
-checkpoint the chief writes until training is done, and a lone `chief` trains.
+Locally (and on a `master` task), `train_and_evaluate` trains once with a checkpoint listener
+that evaluates the newest checkpoint after each save (at most every `throttle_secs`), runs the
+exporters on each result, and evaluates once more at the end.  With `TF_CONFIG`, the `chief` and
+`worker` tasks train, a `ps` task serves the variables until the job ends
+(parameter_servers.py), and an `evaluator` task evaluates each new checkpoint the chief writes
+until training is done.
 """
 import collections
 import glob
@@ -16,6 +18,7 @@ import tensorflow as tf
 
 from tpu_estimator.checkpoints import restoring
 from tpu_estimator.config import TaskType
+from tpu_estimator.distribute import parameter_servers
 from tpu_estimator import errors
 from tpu_estimator.hooks import early_stopping
 
@@ -278,13 +281,12 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
   config = estimator.config
   if config.task_type == TaskType.EVALUATOR:
     return _run_evaluator(estimator, train_spec, eval_spec)
-  if config.num_worker_replicas > 1 or config.num_ps_replicas:
-    raise errors.value_error(
-        'train_and_evaluate with several training tasks in TF_CONFIG is not supported yet.',
-        'Run one chief (and optionally an evaluator) per model_dir.',
-        num_worker_replicas=config.num_worker_replicas, num_ps_replicas=config.num_ps_replicas)
+  if config.task_type == TaskType.PS and config.cluster_spec.jobs:
+    parameter_servers.serve(config)  # until the job ends
+    return None, []
   listeners = list(train_spec.saving_listeners)
-  if config.cluster_spec.jobs:  # a chief: an evaluator task (if any) does the evaluating
+  if config.cluster_spec.jobs and config.task_type != TaskType.MASTER:
+    # The chief and the workers train; an evaluator task (if any) does the evaluating.
     estimator.train(train_spec.input_fn, hooks=list(train_spec.hooks),
                     max_steps=train_spec.max_steps, saving_listeners=listeners)
     return None, []

@@ -136,7 +136,7 @@ def why_not_kept(graph, scaffold, call_hooks, graph_hooks, roots, has_iterators,
     return 'hooks were passed to the call'
   if graph_hooks:
     return "model_fn's spec has hooks"
-  if replicas.kind == 'multi_worker':
+  if replicas.kind in ('multi_worker', 'parameter_servers'):
     return 'it runs on several workers'
   if not has_iterators:
     return 'input_fn did not return a tf.data.Dataset'

@@ -16,6 +16,7 @@ from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.config import parse_iterations_per_loop
 from tpu_estimator.distribute import host_input as host_input_lib
 from tpu_estimator.distribute import input_fn as input_fn_lib
+from tpu_estimator.distribute import parameter_servers
 from tpu_estimator.distribute import replication
 from tpu_estimator.distribute import xla as xla_lib
 from tpu_estimator import errors
@@ -71,6 +72,14 @@ def strategy_for(mode, config):
   return getattr(config, name, None) if name else None
 
 
+def one_device(mode, config):
+  """The replicas of a call without sharding or a strategy: one device, whose training
+  variables live on the ps tasks when `config` is a task of a parameter-server cluster."""
+  if mode == ModeKeys.TRAIN and parameter_servers.in_cluster(config):
+    return parameter_servers.ParameterServerReplicas(config)
+  return replication.single_device()
+
+
 class OneDevice:
   """The plain Estimator: one device (or a RunConfig strategy's replicas), `params` passed as
   given, one step per `session.run`."""
@@ -85,7 +94,7 @@ class OneDevice:
     never compile a training loop as a whole)."""
     del compile_loop
     strategy = strategy_for(mode, config)
-    replicas = replication.single_device() if strategy is None else \
+    replicas = one_device(mode, config) if strategy is None else \
         replication.of_strategy(strategy, config)
     return Plan(mode=mode, replicas=replicas, sharded=False, loop=False,
                 ipl=None, input_batch=None, model_batch=None,
@@ -144,7 +153,7 @@ class Sharded(OneDevice):
   def plan(self, mode, config, compile_loop=True):
     sharded = self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
     if not sharded:
-      replicas = replication.single_device()
+      replicas = one_device(mode, config)
       input_batch = model_batch = self.batch_sizes.get(mode)
       input_mode, ipl = InputPipelineConfig.PER_HOST_V1, None
     else:

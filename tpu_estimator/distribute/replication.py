@@ -170,6 +170,17 @@ def _creators_in_init_scope():
 
 # One gRPC server per process and cluster task: a port can be bound only once.
 _SERVERS = {}
+
+
+def task_server(cluster_spec, task_type, task_id, session_config, protocol=None):
+  """The started gRPC server of this process's cluster task (`tf.distribute.Server`): made
+  on first use, then the same one (with the session config it was made with)."""
+  key = (str(cluster_spec.as_dict()), task_type, task_id)
+  if key not in _SERVERS:
+    _SERVERS[key] = tf.distribute.Server(
+        cluster_spec, job_name=task_type, task_index=task_id, protocol=protocol,
+        config=session_config, start=True)
+  return _SERVERS[key]
 DEFAULT_OPERATION_TIMEOUT_MS = 300000
 
 
@@ -202,12 +213,8 @@ class MultiWorkerReplicas(Replicas):
       # (its port is taken): sessions run on it.
       self.master = 'grpc://' + cluster_spec.task_address(task_type, task_id)
       return
-    key = (str(cluster_spec.as_dict()), task_type, task_id)
-    if key not in _SERVERS:
-      _SERVERS[key] = tf.distribute.Server(
-          cluster_spec, job_name=task_type, task_index=task_id,
-          config=self.strategy.update_config_proto(_v1.ConfigProto()), start=True)
-    self.master = _SERVERS[key].target
+    self.master = task_server(cluster_spec, task_type, task_id,
+                              self.strategy.update_config_proto(_v1.ConfigProto())).target
 
   @property
   def num_replicas(self):
@@ -244,10 +251,15 @@ def make_replicas(num_shards, config=None, multi_worker=False):
   CPU-only machine).  With `multi_worker` and a `TF_CONFIG` cluster of several training tasks,
   the replicas span every worker and `num_shards` (if set) must be their total."""
   workers = _training_workers(config) if multi_worker else None
+  if multi_worker and config is not None and config.num_ps_replicas and \
+      config.task_type != 'evaluator':
+      raise errors.value_error(
+          'TPUEstimator(use_tpu=True) shards each step over every worker with all-reduce; a '
+          'TF_CONFIG cluster with ps tasks trains with parameter servers instead.',
+          'Use TPUEstimator(use_tpu=False) (or an Estimator) for parameter-server training, or '
+          'a cluster of chief and worker tasks without ps for sharded training.',
+          num_ps_replicas=config.num_ps_replicas)
   if workers is not None:
-    if config.num_ps_replicas:
-      raise errors.value_error('Parameter servers are not supported; use chief/worker tasks '
-                               '(synchronous all-reduce).', num_ps_replicas=config.num_ps_replicas)
     replicas = MultiWorkerReplicas(config.cluster_spec, config.task_type, config.task_id,
                                    *workers)
     if num_shards is not None and num_shards != replicas.num_replicas:

@@ -1,0 +1,190 @@
+"""Parameter-server training: a `TF_CONFIG` cluster with `ps` tasks, as the original trained it.
+
+Between-graph replication on TensorFlow's own engine: each worker (the chief, `master` and
+`worker` tasks) builds its own training graph in which `tf.compat.v1.train.replica_device_setter`
+puts every variable on a `ps` task (round-robin in creation order, each partition of a
+partitioned variable on its own task) and the compute on the worker; sessions run on the task's
+gRPC server (`tf.distribute.Server`), so updates go to the ps tasks asynchronously, step by
+step (`SyncReplicasOptimizer` in the model_fn makes them synchronous).  The chief initializes or
+restores the variables and alone writes checkpoints and summaries; the other workers wait until
+the variables are ready.
+
+Faults: a session that loses a ps task or a worker (`UnavailableError`/`AbortedError`) is
+created again by the `MonitoredSession` — the chief restores the newest checkpoint into the
+ps tasks, the others wait for it — but not for ever: a task still unreachable after
+`RunConfig.session_creation_timeout_secs` (and a worker that found the variables not ready in
+that time) ends training with a `DeadlineExceededError` naming the wait.  One session run
+times out after `replication.DEFAULT_OPERATION_TIMEOUT_MS` unless the session config sets
+`operation_timeout_in_ms`.
+"""
+import logging
+import os
+import time
+
+import tensorflow as tf
+
+from tpu_estimator.config import TaskType
+from tpu_estimator.distribute import replication
+from tpu_estimator import errors
+
+_v1 = tf.compat.v1
+_log = logging.getLogger('tpu_estimator')
+
+_RETRY_SECS = 1.0  # between attempts to create a session, and between readiness checks
+_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError)
+_TRAINING_TASKS = (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER)
+
+
+def in_cluster(config):
+  """Whether `config` (a RunConfig) is a task of a `TF_CONFIG` cluster with `ps` tasks."""
+  return config is not None and bool(config.num_ps_replicas) and \
+      config.task_type != TaskType.EVALUATOR
+
+
+def worker_device(config):
+  """This task's device prefix, e.g. '/job:worker/task:1'."""
+  return '/job:%s/task:%d' % (config.task_type, config.task_id)
+
+
+def device_setter(config):
+  """The device function of a training graph: variables on the ps tasks, round-robin."""
+  return _v1.train.replica_device_setter(
+      ps_tasks=config.num_ps_replicas, worker_device=worker_device(config), merge_devices=True,
+      cluster=config.cluster_spec)
+
+
+def default_session_config(config):
+  """The session config of a task without one of its own: soft placement and device filters
+  that let a worker see only the ps tasks and itself (workers never wait for each other; a
+  ps task sees everyone), as the original's RunConfig set it."""
+  filters = {
+      TaskType.MASTER: ['/job:ps', '/job:master'],
+      TaskType.CHIEF: ['/job:ps', '/job:chief'],
+      TaskType.WORKER: ['/job:ps', '/job:worker/task:%d' % config.task_id],
+      TaskType.PS: ['/job:ps', '/job:worker', '/job:chief', '/job:master'],
+  }.get(config.task_type)
+  session_config = _v1.ConfigProto(allow_soft_placement=True)
+  if filters:
+    session_config.device_filters.extend(filters)
+  return session_config
+
+
+class ParameterServerReplicas(replication.Replicas):
+  """One replica on this worker, its variables on the cluster's ps tasks (`device_fn`).
+
+  `master` is this task's gRPC server, started on first use (once per process)."""
+
+  def __init__(self, config):
+    if config.task_type not in _TRAINING_TASKS:
+      raise errors.value_error(
+          'This %s task of a parameter-server cluster cannot train: only chief, master and '
+          'worker tasks do.' % config.task_type,
+          'Run tf.estimator.train_and_evaluate on every task (a ps task then serves the '
+          'variables until the job ends, an evaluator evaluates the checkpoints).',
+          task_type=config.task_type, task_id=config.task_id)
+    super().__init__([worker_device(config)], 'parameter_servers')
+    self.cluster = config
+    self.num_workers = config.num_worker_replicas
+    self.worker_index = config.global_id_in_cluster
+    self.device_fn = device_setter(config)
+
+  @property
+  def num_replicas(self):
+    return 1  # each worker steps on its own
+
+  @property
+  def master(self):
+    return task_server(self.cluster).target
+
+  def session_config(self, base=None, xla=False):
+    config = super().session_config(
+        base if base is not None else default_session_config(self.cluster), xla)
+    if not config.operation_timeout_in_ms:
+      config.operation_timeout_in_ms = replication.DEFAULT_OPERATION_TIMEOUT_MS
+    return config
+
+  def session_creator(self, scaffold, session_config, **kwargs):
+    """The chief's creator (initializes or restores the variables; `kwargs` say from where) or
+    a worker's (waits until they are ready), each bounded by `session_creation_timeout_secs`."""
+    timeout = self.cluster.session_creation_timeout_secs
+    if self.cluster.is_chief:
+      return _Bounded(_v1.train.ChiefSessionCreator(
+          scaffold=scaffold, master=self.master, config=session_config, **kwargs), timeout)
+    return _Bounded(_WorkerSessions(scaffold, self.master, session_config, timeout), timeout)
+
+
+def task_server(config):
+  """This task's gRPC server (started once per process, see `replication.task_server`) with
+  the task's session config.
+
+  Unless the environment says otherwise, TensorFlow's RPCs are made to fail fast
+  (`GRPC_FAIL_FAST=true`, which TensorFlow reads when it makes them): a call to a lost task then
+  fails with `UnavailableError` at once, instead of waiting for the task to come back, for
+  ever, in the middle of closing the session (measured: both the chief and a worker hung there
+  after a ps task was killed).  The failed session is then created anew as the module says."""
+  os.environ.setdefault('GRPC_FAIL_FAST', 'true')
+  session_config = config.session_config or default_session_config(config)
+  return replication.task_server(config.cluster_spec, config.task_type, config.task_id,
+                                 session_config, config.protocol)
+
+
+def serve(config):
+  """A `ps` task's part in `train_and_evaluate`: serve the variables until the job ends (the
+  cluster manager stops the task), as the original's ps tasks did."""
+  server = task_server(config)
+  _log.info('Parameter server %s serving at %s until the job ends.', worker_device(config),
+            server.target)
+  server.join()
+
+
+class _Bounded(_v1.train.SessionCreator):
+  """Creates sessions with `creator`; while a cluster task is unreachable the error goes to
+  the `MonitoredSession`, which tries again (after `_RETRY_SECS`), until it has been failing
+  for `timeout` seconds: then a `DeadlineExceededError` ends training."""
+
+  def __init__(self, creator, timeout):
+    self._creator = creator
+    self._timeout = timeout
+    self._failing_since = None
+
+  def create_session(self):
+    try:
+      session = self._creator.create_session()
+    except _LOST as error:
+      now = time.time()
+      self._failing_since = self._failing_since or now
+      waited = now - self._failing_since
+      if waited >= self._timeout:
+        raise tf.errors.DeadlineExceededError(
+            None, None, 'A task of the parameter-server cluster has been unreachable for %d s '
+            '(RunConfig.session_creation_timeout_secs=%s): %s' % (
+                waited, self._timeout, error.message)) from error
+      _log.warning('Could not create a session (%s); trying again for up to %d s more.',
+                   type(error).__name__, self._timeout - waited)
+      time.sleep(_RETRY_SECS)
+      raise
+    self._failing_since = None
+    return session
+
+
+class _WorkerSessions(_v1.train.SessionCreator):
+  """A non-chief worker's sessions: waits until the chief has initialized (or restored) the
+  variables on the ps tasks, checking every `_RETRY_SECS` (TensorFlow's worker creator checks
+  every 30 s), for at most `timeout` seconds."""
+
+  def __init__(self, scaffold, master, session_config, timeout):
+    self._scaffold = scaffold
+    self._master = master
+    self._config = session_config
+    self._timeout = timeout
+
+  def create_session(self):
+    self._scaffold.finalize()
+    manager = _v1.train.SessionManager(
+        local_init_op=self._scaffold.local_init_op,
+        local_init_feed_dict=self._scaffold.local_init_feed_dict,
+        ready_op=self._scaffold.ready_op,
+        ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+        graph=_v1.get_default_graph(), recovery_wait_secs=_RETRY_SECS)
+    return manager.wait_for_session(self._master, config=self._config,
+                                    max_wait_secs=self._timeout)
