@@ -4,6 +4,7 @@ ps tasks, an evaluator), run on the original (TF 2.15, IMPL 'orig') and on ours 
 `compat.install()`).
 
 Usage: ps_program.py IMPL KIND MODEL_DIR OUT_DIR MAX_STEPS [STEP_SLEEP_SECS]
+(MAX_STEPS 'predict': predict from MODEL_DIR in this one process, into OUT_DIR/predict.json.)
 KIND: 'wide_deep' (the v1 canned DNNLinearCombinedClassifier: a hashed crossed column on the
 linear side, an embedding of 1000 hash buckets on the DNN side, both partitioned in 2),
 'custom' (a model_fn with a partitioned embedding and a dense layer) or 'sync' (custom with
@@ -118,7 +119,19 @@ class Record(v1.train.SessionRunHook):
     self._write()
 
 
+def predict():
+  """One process, no cluster: the model in MODEL_DIR restored, its first predictions."""
+  os.environ.pop('TF_CONFIG', None)
+  estimator = make_estimator(tf.estimator.RunConfig(model_dir=MODEL_DIR))
+  rows = list(estimator.predict(lambda: tf.data.Dataset.from_tensor_slices(
+      {k: v[:8] for k, v in FEATURES.items()}).batch(8)))
+  with open(os.path.join(OUT_DIR, 'predict.json'), 'w') as f:
+    json.dump({'rows': len(rows), 'keys': sorted(rows[0])}, f)
+
+
 def main():
+  if MAX_STEPS == 'predict':
+    return predict()
   tf_config = json.loads(os.environ.get('TF_CONFIG') or '{}')
   task = tf_config.get('task', {'type': 'local', 'index': 0})
   name = '%s%d' % (task['type'], task['index'])

@@ -31,6 +31,7 @@ _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')
 
 _RETRY_SECS = 1.0  # between attempts to create a session, and between readiness checks
+_LOG_EVERY_SECS = 30.0  # while a task stays unreachable
 _LOST = (tf.errors.UnavailableError, tf.errors.AbortedError)
 _TRAINING_TASKS = (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER)
 
@@ -146,6 +147,7 @@ class _Bounded(_v1.train.SessionCreator):
     self._creator = creator
     self._timeout = timeout
     self._failing_since = None
+    self._logged_at = 0.0
 
   def create_session(self):
     try:
@@ -159,8 +161,11 @@ class _Bounded(_v1.train.SessionCreator):
             None, None, 'A task of the parameter-server cluster has been unreachable for %d s '
             '(RunConfig.session_creation_timeout_secs=%s): %s' % (
                 waited, self._timeout, error.message)) from error
-      _log.warning('Could not create a session (%s); trying again for up to %d s more.',
-                   type(error).__name__, self._timeout - waited)
+      if now - self._logged_at >= _LOG_EVERY_SECS:
+        self._logged_at = now
+        _log.warning('A task of the parameter-server cluster is unreachable (%s); trying again '
+                     'for up to %d s more.', error.message.split('\n')[0],
+                     self._timeout - waited)
       time.sleep(_RETRY_SECS)
       raise
     self._failing_since = None
