@@ -133,8 +133,7 @@ class Estimator:
     session compiles the training step with XLA (`TrainStep.compiles_step`)."""
     config = replicas.session_config(self._config.session_config, xla=xla_step)
     if replicas.kind == 'parameter_servers':  # recovers from lost tasks, for a bounded time
-      return _v1.train.MonitoredSession(
-          session_creator=replicas.session_creator(scaffold, config, **kwargs), hooks=hooks)
+      return replicas.monitored_session(scaffold, hooks, config, **kwargs)
     if replicas.kind == 'multi_worker':
       return _v1.train.SingularMonitoredSession(hooks=hooks, scaffold=scaffold,
                                                 master=replicas.master, config=config, **kwargs)

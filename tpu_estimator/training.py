@@ -9,6 +9,7 @@ until training is done.
 """
 import collections
 import glob
+import json
 import numbers
 import os
 import shutil
@@ -301,7 +302,14 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
 
 def _run_evaluator(estimator, train_spec, eval_spec):
   """The `evaluator` task: evaluates each new checkpoint until `max_steps` is reached, or
-  until it evaluated the step an early-stopping hook stopped the chief at."""
+  until it evaluated the step an early-stopping hook stopped the chief at.  Refused beside a
+  `master` task, which evaluates itself (as the original refused it)."""
+  jobs = sorted((json.loads(os.environ.get('TF_CONFIG') or '{}').get('cluster') or {}))
+  if TaskType.MASTER in jobs:
+    raise errors.value_error(
+        'An evaluator task cannot run in a cluster with a master task: the master evaluates '
+        'the checkpoints itself.', 'Drop the evaluator task, or name the master "chief".',
+        cluster_jobs=jobs)
   time.sleep(eval_spec.start_delay_secs)
   evaluator = _Evaluator(estimator, eval_spec, train_spec.max_steps)
   evaluated = [-1]

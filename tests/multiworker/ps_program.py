@@ -9,8 +9,8 @@ KIND: 'wide_deep' (the v1 canned DNNLinearCombinedClassifier: a hashed crossed c
 linear side, an embedding of 1000 hash buckets on the DNN side, both partitioned in 2),
 'custom' (a model_fn with a partitioned embedding and a dense layer) or 'sync' (custom with
 SyncReplicasOptimizer over 2 replicas).  Each training task writes OUT_DIR/<task>.json: every
-global variable's device and shape when its session starts, its config and the final global
-step; the chief adds the final checkpoint's variables, the evaluator its last result.
+global variable's device and shape when its session starts, its config, the steps it ran
+itself and the final global step; the chief adds the final checkpoint's variables, the evaluator its last result.
 """
 import json
 import os
@@ -111,6 +111,7 @@ class Record(v1.train.SessionRunHook):
       json.dump(self._result, f)
 
   def after_run(self, run_context, run_values):
+    self._result['local_steps'] = self._result.get('local_steps', 0) + 1
     if STEP_SLEEP:
       time.sleep(STEP_SLEEP)
 

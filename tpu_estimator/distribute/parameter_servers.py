@@ -32,6 +32,7 @@ _log = logging.getLogger('tpu_estimator')
 
 _RETRY_SECS = 1.0  # between attempts to create a session, and between readiness checks
 _LOG_EVERY_SECS = 30.0  # while a task stays unreachable
+STOP_GRACE_SECS = 5
 _LOST = (tf.errors.UnavailableError, tf.errors.AbortedError)
 _TRAINING_TASKS = (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER)
 
@@ -65,6 +66,9 @@ def default_session_config(config):
       TaskType.PS: ['/job:ps', '/job:worker', '/job:chief', '/job:master'],
   }.get(config.task_type)
   session_config = _v1.ConfigProto(allow_soft_placement=True)
+  # One pass of Grappler's meta optimizer, as the original's distributed default.
+  rewrites = session_config.graph_options.rewrite_options
+  rewrites.meta_optimizer_iterations = rewrites.ONE
   if filters:
     session_config.device_filters.extend(filters)
   return session_config
@@ -104,14 +108,23 @@ class ParameterServerReplicas(replication.Replicas):
       config.operation_timeout_in_ms = replication.DEFAULT_OPERATION_TIMEOUT_MS
     return config
 
-  def session_creator(self, scaffold, session_config, **kwargs):
-    """The chief's creator (initializes or restores the variables; `kwargs` say from where) or
-    a worker's (waits until they are ready), each bounded by `session_creation_timeout_secs`."""
+  def monitored_session(self, scaffold, hooks, session_config, **kwargs):
+    """The training session: created again after a lost task (see the module), by the chief's
+    creator (initializes or restores the variables; `kwargs` say from where) or a worker's
+    (waits until they are ready).
+
+    Its threads get `STOP_GRACE_SECS` to stop when training ends (TensorFlow's default is 120):
+    a `SyncReplicasOptimizer`'s chief queue runner waits for gradients that no worker will
+    send any more and only stops when the session closes, after that grace (the original's
+    chief stalled there for two minutes at the end of every synchronous run)."""
     timeout = self.cluster.session_creation_timeout_secs
     if self.cluster.is_chief:
-      return _Bounded(_v1.train.ChiefSessionCreator(
-          scaffold=scaffold, master=self.master, config=session_config, **kwargs), timeout)
-    return _Bounded(_WorkerSessions(scaffold, self.master, session_config, timeout), timeout)
+      creator = _v1.train.ChiefSessionCreator(scaffold=scaffold, master=self.master,
+                                              config=session_config, **kwargs)
+    else:
+      creator = _WorkerSessions(scaffold, self.master, session_config, timeout)
+    return _v1.train.MonitoredSession(session_creator=_Bounded(creator, timeout), hooks=hooks,
+                                      stop_grace_period_secs=STOP_GRACE_SECS)
 
 
 def task_server(config):
