@@ -201,10 +201,6 @@ ROWS = [
     Row('estimator_train_distribute_not_a_strategy',
         lambda c: c.est(config=te.EstimatorRunConfig(train_distribute='mirrored')),
         TypeError, ['train_distribute', "'mirrored'", 'MirroredStrategy()']),
-    Row('estimator_eval_distribute_parameter_server',
-        lambda c: c.est(config=te.EstimatorRunConfig(
-            eval_distribute=tf.compat.v1.distribute.experimental.ParameterServerStrategy())),
-        ValueError, ['eval_distribute', 'ParameterServerStrategy', 'MirroredStrategy']),
     Row('warm_start_settings_empty_path', lambda c: te.WarmStartSettings(''),
         ValueError, ['ckpt_to_initialize_from', "''"]),
     # --- TPUEstimator construction ----------------------------------------------------------

@@ -72,12 +72,16 @@ def _partitioned_model_fn(features, labels, mode):
       'accuracy': v1.metrics.accuracy(labels, tf.argmax(logits, 1))})
 
 
+@pytest.mark.parametrize('strategy', [False, True])
 def test_variables_live_on_the_ps_tasks_round_robin_and_the_checkpoint_is_whole(
-    tmp_path, monkeypatch):
+    tmp_path, monkeypatch, strategy):
+  """Without a strategy, and with the v1 ParameterServerStrategy TF 2.0-2.3 programs gave
+  `train_distribute` (the same placement, checked on the original by hand)."""
   _cluster(monkeypatch, num_ps=2)
   x, y = h.make_data(64)
+  distribute = v1.distribute.experimental.ParameterServerStrategy() if strategy else None
   est = te.Estimator(_partitioned_model_fn, config=te.EstimatorRunConfig(
-      model_dir=str(tmp_path), save_checkpoints_steps=5))
+      model_dir=str(tmp_path), save_checkpoints_steps=5, train_distribute=distribute))
   record = _Devices()
   est.train(h.dataset_input_fn(x, y, batch_size=16), steps=6, hooks=[record])
   # The original's order (tests/test_parameter_servers.py's differential run checks it on
@@ -114,6 +118,30 @@ def test_tpu_estimator_off_tpu_trains_on_the_ps_tasks_and_on_tpu_says_why_not(
   with pytest.raises(ValueError, match='ps tasks.*num_ps_replicas=1.*use_tpu=False'):
     sharded.train(h.dataset_input_fn(x, y), steps=1)
   assert not os.path.exists(tmp_path / 'tpu' / 'checkpoint')
+
+
+def test_strategies_that_would_not_use_the_ps_tasks_are_refused(tmp_path, monkeypatch):
+  x, y = h.make_data(32)
+  input_fn = h.dataset_input_fn(x, y, batch_size=8)
+  # Without ps tasks the v1 strategy keeps the variables on this machine, as the original ran.
+  local = v1.distribute.experimental.ParameterServerStrategy()
+  alone = te.Estimator(h.make_model_fn(), config=te.EstimatorRunConfig(
+      model_dir=str(tmp_path / 'alone'), train_distribute=local, eval_distribute=local))
+  alone.train(input_fn, steps=2)
+  assert alone.evaluate(h.dataset_input_fn(x, y, batch_size=8, repeat=False))['global_step'] == 2
+  _cluster(monkeypatch, num_ps=1)
+  with tf.Graph().as_default():  # its eager form would need logical CPUs set before start
+    mirrored = tf.distribute.MirroredStrategy(['/cpu:0'])
+  with pytest.raises(ValueError, match='MirroredStrategy does not place variables on the ps '
+                     'tasks.*ParameterServerStrategy'):
+    te.Estimator(h.make_model_fn(), config=te.EstimatorRunConfig(
+        model_dir=str(tmp_path / 'mirrored'), train_distribute=mirrored))
+  with pytest.raises(ValueError, match='eval_distribute=ParameterServerStrategyV1 evaluates on '
+                     'one machine'):
+    te.Estimator(h.make_model_fn(), config=te.EstimatorRunConfig(
+        model_dir=str(tmp_path / 'eval'),
+        eval_distribute=v1.distribute.experimental.ParameterServerStrategy()))
+  assert not os.path.exists(tmp_path / 'mirrored')
 
 
 def test_a_ps_task_serves_and_does_not_train(tmp_path, monkeypatch):
@@ -406,3 +434,18 @@ def test_sync_replicas_optimizer_aggregates_the_workers_updates(tmp_path):
   assert chief['global_step'] == 20 and worker['global_step'] == 20
   assert 38 <= chief['local_steps'] + worker['local_steps'] <= 42
   assert time.time() - started < 90  # not the 120 s stop grace of TensorFlow's sessions
+
+
+def test_a_parameter_server_strategy_program_trains_on_every_worker(tmp_path):
+  """`RunConfig(train_distribute=ParameterServerStrategy())` on a cluster: each worker's
+  replicas on its own devices, the variables on the ps tasks."""
+  job = _Job(sys.executable, 'ours', 'strategy', str(tmp_path), 20, 2, 1)
+  try:
+    job.start_all()
+    codes = job.wait(job.training(), 180)
+  finally:
+    job.stop()
+  outputs = _finished(_summary(job, codes))['outputs']
+  for task in ('chief0.0', 'worker0.0'):
+    assert outputs[task]['global_step'] >= 20
+    assert {v['device'] for v in outputs[task]['variables'].values()} == {'/job:ps/task:0'}

@@ -7,8 +7,9 @@ Usage: ps_program.py IMPL KIND MODEL_DIR OUT_DIR MAX_STEPS [STEP_SLEEP_SECS]
 (MAX_STEPS 'predict': predict from MODEL_DIR in this one process, into OUT_DIR/predict.json.)
 KIND: 'wide_deep' (the v1 canned DNNLinearCombinedClassifier: a hashed crossed column on the
 linear side, an embedding of 1000 hash buckets on the DNN side, both partitioned in 2),
-'custom' (a model_fn with a partitioned embedding and a dense layer) or 'sync' (custom with
-SyncReplicasOptimizer over 2 replicas).  Each training task writes OUT_DIR/<task>.json: every
+'custom' (a model_fn with a partitioned embedding and a dense layer), 'sync' (custom with
+SyncReplicasOptimizer over 2 replicas) or 'strategy' (custom with
+`RunConfig(train_distribute=ParameterServerStrategy())`).  Each training task writes OUT_DIR/<task>.json: every
 global variable's device and shape when its session starts, its config, the steps it ran
 itself and the final global step; the chief adds the final checkpoint's variables, the evaluator its last result.
 """
@@ -77,6 +78,9 @@ def make_estimator(config):
         config=config, linear_feature_columns=[a, fc.crossed_column(['a', 'b'], 1000)],
         dnn_feature_columns=[fc.embedding_column(a, 8), fc.numeric_column('x')],
         dnn_hidden_units=[8, 4], input_layer_partitioner=v1.fixed_size_partitioner(2))
+  if KIND == 'strategy':  # as TF 2.0-2.3 programs wrote it (tf.distribute.experimental there)
+    config = config.replace(
+        train_distribute=tf.compat.v1.distribute.experimental.ParameterServerStrategy())
   return tf.estimator.Estimator(custom_model_fn, config=config,
                                 params={'sync': KIND == 'sync'})
 

@@ -94,8 +94,13 @@ class OneDevice:
     never compile a training loop as a whole)."""
     del compile_loop
     strategy = strategy_for(mode, config)
-    replicas = one_device(mode, config) if strategy is None else \
-        replication.of_strategy(strategy, config)
+    if strategy is None:
+      replicas = one_device(mode, config)
+    elif replication.is_parameter_server_strategy(strategy) and \
+        parameter_servers.in_cluster(config):
+      replicas = parameter_servers.ParameterServerReplicas(config, strategy)
+    else:
+      replicas = replication.of_strategy(strategy, config)
     return Plan(mode=mode, replicas=replicas, sharded=False, loop=False,
                 ipl=None, input_batch=None, model_batch=None,
                 input_mode=InputPipelineConfig.PER_HOST_V1,

@@ -75,11 +75,14 @@ def default_session_config(config):
 
 
 class ParameterServerReplicas(replication.Replicas):
-  """One replica on this worker, its variables on the cluster's ps tasks (`device_fn`).
+  """One replica on this worker, its variables on the cluster's ps tasks (`device_fn`); with
+  the user's `tf.compat.v1.distribute.experimental.ParameterServerStrategy`
+  (`RunConfig(train_distribute=...)`), that strategy's replicas on this worker's devices
+  instead, the strategy placing the variables.
 
   `master` is this task's gRPC server, started on first use (once per process)."""
 
-  def __init__(self, config):
+  def __init__(self, config, strategy=None):
     if config.task_type not in _TRAINING_TASKS:
       raise errors.value_error(
           'This %s task of a parameter-server cluster cannot train: only chief, master and '
@@ -87,15 +90,17 @@ class ParameterServerReplicas(replication.Replicas):
           'Run tf.estimator.train_and_evaluate on every task (a ps task then serves the '
           'variables until the job ends, an evaluator evaluates the checkpoints).',
           task_type=config.task_type, task_id=config.task_id)
-    super().__init__([worker_device(config)], 'parameter_servers')
+    devices = strategy.extended.worker_devices if strategy else [worker_device(config)]
+    super().__init__(devices, 'parameter_servers', strategy=strategy)
     self.cluster = config
     self.num_workers = config.num_worker_replicas
     self.worker_index = config.global_id_in_cluster
-    self.device_fn = device_setter(config)
+    self.device_fn = None if strategy else device_setter(config)
 
   @property
   def num_replicas(self):
-    return 1  # each worker steps on its own
+    # Each worker steps on its own: the replicas in sync are this worker's.
+    return self.strategy.num_replicas_in_sync if self.strategy else 1
 
   @property
   def master(self):

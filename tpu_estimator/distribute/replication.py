@@ -336,17 +336,40 @@ def check_strategies(config):
       raise errors.type_error('RunConfig.%s must be a tf.distribute strategy.' % name,
                               'Pass e.g. tf.distribute.MirroredStrategy().',
                               **{name: strategy})
-    if _is_parameter_server(strategy) or (_is_multi_worker(strategy) and
-                                          name == 'eval_distribute' and
-                                          is_multi_worker(config)):
-      raise errors.value_error(
-          'RunConfig.%s=%s %sis not supported by this build.' % (
-              name, type(strategy).__name__,
-              '' if _is_parameter_server(strategy) else 'over a TF_CONFIG cluster '),
-          'Train with MirroredStrategy, CentralStorageStrategy, OneDeviceStrategy or '
-          'MultiWorkerMirroredStrategy (TF_CONFIG clusters of chief and workers); evaluate '
-          'on one machine (an evaluator task, eval_distribute=None or a local strategy).',
-          **{name: strategy})
+    refusal = _refusal(name, strategy, config)
+    if refusal:
+      raise errors.value_error('RunConfig.%s=%s %s.' % (name, type(strategy).__name__,
+                                                        refusal[0]), refusal[1],
+                               **{name: strategy})
+
+
+_SUPPORTED = ('Train with MirroredStrategy, CentralStorageStrategy, OneDeviceStrategy, '
+              'MultiWorkerMirroredStrategy (TF_CONFIG clusters of chief and workers) or '
+              'tf.compat.v1.distribute.experimental.ParameterServerStrategy (TF_CONFIG '
+              'clusters with ps tasks); evaluate on one machine (an evaluator task, '
+              'eval_distribute=None or a local strategy).')
+
+
+def _refusal(name, strategy, config):
+  """(what, fix) when the strategy cannot do `name`'s job with `config`, else None."""
+  with_ps = bool(config.num_ps_replicas) and config.task_type != 'evaluator'
+  if _is_parameter_server(strategy) and not is_parameter_server_strategy(strategy):
+    return ('is the coordinator-based strategy of Keras and custom training loops, which '
+            'Estimators never ran', 'Use tf.compat.v1.distribute.experimental.'
+            'ParameterServerStrategy(), or no strategy: a TF_CONFIG cluster with ps tasks '
+            'trains with parameter servers by itself.')
+  if is_parameter_server_strategy(strategy):
+    # Without ps tasks it keeps the variables on this machine's CPU (as the original ran it).
+    if name == 'eval_distribute' and with_ps:
+      return 'evaluates on one machine, not on the ps tasks', _SUPPORTED
+    return None
+  if with_ps and name == 'train_distribute':
+    return ('does not place variables on the ps tasks of this TF_CONFIG cluster',
+            'Use tf.compat.v1.distribute.experimental.ParameterServerStrategy(), or no '
+            'strategy (variables then go to the ps tasks round-robin).')
+  if _is_multi_worker(strategy) and name == 'eval_distribute' and is_multi_worker(config):
+    return 'over a TF_CONFIG cluster is not supported by this build', _SUPPORTED
+  return None
 
 
 def _is_multi_worker(strategy):
@@ -355,6 +378,13 @@ def _is_multi_worker(strategy):
 
 def _is_parameter_server(strategy):
   return 'ParameterServer' in type(strategy).__name__
+
+
+def is_parameter_server_strategy(strategy):
+  """Whether `strategy` is the v1 parameter-server strategy the original's Estimator ran
+  (`tf.compat.v1.distribute.experimental.ParameterServerStrategy`, TF 2.0-2.3's
+  `tf.distribute.experimental.ParameterServerStrategy`)."""
+  return _is_parameter_server(strategy) and not type(strategy).__name__.endswith('V2')
 
 
 def reject_distribute_config(config):

@@ -14,6 +14,7 @@ library.
 import json
 import numbers
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,14 +22,52 @@ import time
 
 
 def free_ports(count):
-  """`count` distinct free TCP ports on 127.0.0.1."""
-  sockets = []
+  """`count` distinct free TCP ports on 127.0.0.1, below the system's ephemeral range where it
+  can: a port picked there can be taken, before its task binds it, by an outgoing connection
+  of another task (measured: a ps task then failed to start its server)."""
+  low, _ = _ephemeral_range()
+  candidates = list(range(max(1024, low - 12000), low))
+  random.shuffle(candidates)
+  chosen = []
+  for port in candidates:
+    if len(chosen) == count:
+      return chosen
+    if _bindable(port):
+      chosen.append(port)
+  return chosen + _any_free_ports(count - len(chosen), exclude=chosen)
+
+
+def _ephemeral_range():
   try:
-    for _ in range(count):
+    with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+      low, high = (int(v) for v in f.read().split())
+    return low, high
+  except (OSError, ValueError):
+    return 32768, 60999
+
+
+def _bindable(port):
+  sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+  try:
+    sock.bind(('127.0.0.1', port))
+    return True
+  except OSError:
+    return False
+  finally:
+    sock.close()
+
+
+def _any_free_ports(count, exclude=()):
+  """`count` ports the system hands out (from its ephemeral range), none in `exclude`."""
+  sockets, ports = [], []
+  try:
+    while len(ports) < count:
       sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
       sock.bind(('127.0.0.1', 0))
       sockets.append(sock)
-    return [s.getsockname()[1] for s in sockets]
+      if sock.getsockname()[1] not in exclude:
+        ports.append(sock.getsockname()[1])
+    return ports
   finally:
     for sock in sockets:
       sock.close()
