@@ -144,6 +144,16 @@ def test_strategies_that_would_not_use_the_ps_tasks_are_refused(tmp_path, monkey
   assert not os.path.exists(tmp_path / 'mirrored')
 
 
+def test_a_program_that_started_its_own_server_trains_on_it(tmp_path, monkeypatch):
+  """TF 1.x programs started `tf.train.Server` for their task, then called `train()`."""
+  cluster = _cluster(monkeypatch, num_ps=1)
+  v1.train.Server(tf.train.ClusterSpec(cluster), job_name='chief', task_index=0, start=True)
+  x, y = h.make_data(32)
+  est = te.Estimator(h.make_model_fn(), config=te.EstimatorRunConfig(model_dir=str(tmp_path)))
+  est.train(h.dataset_input_fn(x, y, batch_size=8), steps=2)
+  assert est.get_variable_value('global_step') == 2
+
+
 def test_a_ps_task_serves_and_does_not_train(tmp_path, monkeypatch):
   _cluster(monkeypatch, task_type='ps', task_id=0, num_ps=1)
   x, y = h.make_data(32)

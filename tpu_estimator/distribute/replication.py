@@ -18,6 +18,7 @@ TPU devices are visible it says so instead of silently using the CPU.
 """
 import contextlib
 import logging
+import threading
 
 import tensorflow as tf
 
@@ -174,13 +175,34 @@ _SERVERS = {}
 
 def task_server(cluster_spec, task_type, task_id, session_config, protocol=None):
   """The started gRPC server of this process's cluster task (`tf.distribute.Server`): made
-  on first use, then the same one (with the session config it was made with)."""
+  on first use, then the same one (with the session config it was made with).
+
+  When the task's port is taken, the program is taken to have started the task's server
+  itself (TF 1.x programs did: `tf.train.Server(...)`, then `estimator.train`), and sessions
+  go to that address, as the original's went to `RunConfig.master`."""
   key = (str(cluster_spec.as_dict()), task_type, task_id)
   if key not in _SERVERS:
-    _SERVERS[key] = tf.distribute.Server(
-        cluster_spec, job_name=task_type, task_index=task_id, protocol=protocol,
-        config=session_config, start=True)
+    try:
+      _SERVERS[key] = tf.distribute.Server(
+          cluster_spec, job_name=task_type, task_index=task_id, protocol=protocol,
+          config=session_config, start=True)
+    except tf.errors.UnknownError:  # 'Could not start gRPC server': the port is taken
+      address = cluster_spec.task_address(task_type, task_id)
+      _log.info('The port of %s:%d (%s) is taken, by a server this program started: '
+                'sessions run on it.', task_type, task_id, address)
+      _SERVERS[key] = _ProgramsServer('grpc://' + address)
   return _SERVERS[key]
+
+
+class _ProgramsServer:
+  """A task server the program started itself: its target; `join()` serves until the job
+  ends, as the program's server does."""
+
+  def __init__(self, target):
+    self.target = target
+
+  def join(self):
+    threading.Event().wait()
 DEFAULT_OPERATION_TIMEOUT_MS = 300000
 
 
