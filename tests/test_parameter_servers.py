@@ -324,15 +324,20 @@ def wide_deep(tmp_path_factory):
           'single': _Job(sys.executable, 'ours', 'wide_deep', os.path.join(workdir, 'single'),
                          30, 1, 0)}
   jobs['single'].configs = [{}]  # no TF_CONFIG: one local process
+  # The TF 2 canned class (no partitioner argument) on a chief and 2 ps tasks.
+  jobs['ours_v2'] = _Job(sys.executable, 'ours', 'wide_deep_v2',
+                         os.path.join(workdir, 'ours_v2'), 10, 1, 2)
   if not isinstance(orig_python, Exception):
     jobs['orig'] = _Job(orig_python, 'orig', 'wide_deep', os.path.join(workdir, 'orig'), 30, 2,
                         2, evaluator=True)
-  results = {} if 'orig' in jobs else {'orig': orig_python}
+    jobs['orig_v2'] = _Job(orig_python, 'orig', 'wide_deep_v2', os.path.join(workdir, 'orig_v2'),
+                           10, 1, 2)
+  results = {} if 'orig' in jobs else {'orig': orig_python, 'orig_v2': orig_python}
   try:
     for name, job in jobs.items():
       job.start('chief0') if name == 'single' else job.start_all()
     for name, job in jobs.items():
-      waited = ['chief0'] if name == 'single' else job.training() + ['evaluator0']
+      waited = job.training() + (['evaluator0'] if 'evaluator0' in job.names else [])
       results[name] = _summary(job, job.wait(waited, 300))
     cluster = jobs['ours']
     cluster._tail[0] = 'predict'  # pylint: disable=protected-access
@@ -368,16 +373,22 @@ def test_a_cluster_trains_evaluates_and_its_checkpoint_restores_in_one_process(w
   assert predicted['rows'] == 8 and 'probabilities' in predicted['keys']
 
 
-def test_variable_placement_and_checkpoint_layout_match_the_original(wide_deep):
-  orig = reference.check(wide_deep['orig'] if isinstance(wide_deep['orig'], Exception)
-                         else True) and wide_deep['orig']
-  orig, ours = _finished(orig), _finished(wide_deep['ours'])
-  for task in ('chief0.0', 'worker0.0'):
+@pytest.mark.parametrize('run', ['', '_v2'], ids=['v1_partitioned', 'v2'])
+def test_variable_placement_and_checkpoint_layout_match_the_original(wide_deep, run):
+  """Every variable, partition and slot on the same ps task as the original put it, the same
+  checkpoint keys, shapes and shards: the v1 canned wide-and-deep with partitioned embeddings
+  on a chief, a worker and 2 ps tasks, and the TF 2 class on a chief and 2 ps tasks."""
+  orig = wide_deep['orig' + run]
+  if isinstance(orig, Exception):
+    reference.check(orig)
+  orig, ours = _finished(orig), _finished(wide_deep['ours' + run])
+  tasks = [t for t in ('chief0.0', 'worker0.0') if t in orig['outputs']]
+  for task in tasks:
     assert ours['outputs'][task]['variables'] == orig['outputs'][task]['variables'], task
     assert ours['outputs'][task]['config'] == orig['outputs'][task]['config'], task
   assert ours['outputs']['chief0.0']['checkpoint'] == orig['outputs']['chief0.0']['checkpoint']
   shards = lambda files: sorted(f.split('.', 2)[2] for f in files if f.startswith('model.ckpt-0.'))
-  assert shards(ours['files']) == shards(orig['files'])
+  assert shards(ours['files']) == shards(orig['files']) and len(shards(orig['files'])) == 4
 
 
 def test_killed_tasks_rejoin_and_nothing_saved_is_lost(tmp_path):

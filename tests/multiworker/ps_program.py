@@ -70,14 +70,16 @@ def custom_model_fn(features, labels, mode, params, config):
 
 
 def make_estimator(config):
-  if KIND == 'wide_deep':
+  if KIND.startswith('wide_deep'):
     fc = tf.feature_column
     a = fc.categorical_column_with_hash_bucket('a', 1000)
-    b = fc.categorical_column_with_hash_bucket('b', 100)
+    columns = dict(linear_feature_columns=[a, fc.crossed_column(['a', 'b'], 1000)],
+                   dnn_feature_columns=[fc.embedding_column(a, 8), fc.numeric_column('x')],
+                   dnn_hidden_units=[8, 4])
+    if KIND == 'wide_deep_v2':  # the TF 2 class: no partitioner argument
+      return tf.estimator.DNNLinearCombinedClassifier(config=config, **columns)
     return tf.compat.v1.estimator.DNNLinearCombinedClassifier(
-        config=config, linear_feature_columns=[a, fc.crossed_column(['a', 'b'], 1000)],
-        dnn_feature_columns=[fc.embedding_column(a, 8), fc.numeric_column('x')],
-        dnn_hidden_units=[8, 4], input_layer_partitioner=v1.fixed_size_partitioner(2))
+        config=config, input_layer_partitioner=v1.fixed_size_partitioner(2), **columns)
   if KIND == 'strategy':  # as TF 2.0-2.3 programs wrote it (tf.distribute.experimental there)
     config = config.replace(
         train_distribute=tf.compat.v1.distribute.experimental.ParameterServerStrategy())
