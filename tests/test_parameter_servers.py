@@ -439,18 +439,22 @@ def test_a_ps_task_that_never_comes_back_ends_training_with_a_clear_error(tmp_pa
   assert _latest_step(job.model_dir) >= saved  # the checkpoints stay
 
 
+def _trained(job, timeout=180):
+  """Runs `job` until its training tasks end; each task's output (all must succeed)."""
+  try:
+    job.start_all()
+    codes = job.wait(job.training(), timeout)
+  finally:
+    job.stop()
+  return _finished(_summary(job, codes))['outputs']
+
+
 def test_sync_replicas_optimizer_aggregates_the_workers_updates(tmp_path):
   """Each global step takes one gradient from each of the 2 workers (asynchronous training
   would count one per worker step), and the chief stops without waiting for gradients that
   will not come."""
-  job = _Job(sys.executable, 'ours', 'sync', str(tmp_path), 20, 2, 1)
   started = time.time()
-  try:
-    job.start_all()
-    codes = job.wait(job.training(), 180)
-  finally:
-    job.stop()
-  outputs = _finished(_summary(job, codes))['outputs']
+  outputs = _trained(_Job(sys.executable, 'ours', 'sync', str(tmp_path), 20, 2, 1))
   chief, worker = outputs['chief0.0'], outputs['worker0.0']
   assert chief['global_step'] == 20 and worker['global_step'] == 20
   assert 38 <= chief['local_steps'] + worker['local_steps'] <= 42
@@ -460,13 +464,7 @@ def test_sync_replicas_optimizer_aggregates_the_workers_updates(tmp_path):
 def test_a_parameter_server_strategy_program_trains_on_every_worker(tmp_path):
   """`RunConfig(train_distribute=ParameterServerStrategy())` on a cluster: each worker's
   replicas on its own devices, the variables on the ps tasks."""
-  job = _Job(sys.executable, 'ours', 'strategy', str(tmp_path), 20, 2, 1)
-  try:
-    job.start_all()
-    codes = job.wait(job.training(), 180)
-  finally:
-    job.stop()
-  outputs = _finished(_summary(job, codes))['outputs']
+  outputs = _trained(_Job(sys.executable, 'ours', 'strategy', str(tmp_path), 20, 2, 1))
   for task in ('chief0.0', 'worker0.0'):
     assert outputs[task]['global_step'] >= 20
     assert {v['device'] for v in outputs[task]['variables'].values()} == {'/job:ps/task:0'}
