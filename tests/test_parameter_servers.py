@@ -154,6 +154,18 @@ def test_a_program_that_started_its_own_server_trains_on_it(tmp_path, monkeypatc
   assert est.get_variable_value('global_step') == 2
 
 
+def test_several_workers_without_ps_tasks_or_a_strategy_are_refused(tmp_path, monkeypatch):
+  monkeypatch.setenv('TF_CONFIG', json.dumps({
+      'cluster': {'chief': ['127.0.0.1:1'], 'worker': ['127.0.0.1:2']},
+      'task': {'type': 'worker', 'index': 0}}))
+  x, y = h.make_data(32)
+  est = te.Estimator(h.make_model_fn(), config=te.EstimatorRunConfig(model_dir=str(tmp_path)))
+  with pytest.raises(ValueError, match='no ps tasks.*num_worker_replicas=2.*'
+                     'MultiWorkerMirroredStrategy'):
+    est.train(h.dataset_input_fn(x, y, batch_size=8), steps=1)
+  assert not os.listdir(tmp_path)
+
+
 def test_a_ps_task_serves_and_does_not_train(tmp_path, monkeypatch):
   _cluster(monkeypatch, task_type='ps', task_id=0, num_ps=1)
   x, y = h.make_data(32)

@@ -77,6 +77,15 @@ def one_device(mode, config):
   variables live on the ps tasks when `config` is a task of a parameter-server cluster."""
   if mode == ModeKeys.TRAIN and parameter_servers.in_cluster(config):
     return parameter_servers.ParameterServerReplicas(config)
+  if mode == ModeKeys.TRAIN and replication.is_multi_worker(config):
+    # Each worker would train a copy of its own that nobody saves (the original's workers
+    # waited for ever for the chief to initialize variables it never shared).
+    raise errors.value_error(
+        'This TF_CONFIG cluster has several training tasks but no ps tasks and no strategy '
+        'to share the variables.', 'Add ps tasks (parameter-server training), or pass '
+        'RunConfig(train_distribute=tf.distribute.MultiWorkerMirroredStrategy()) (or use '
+        'TPUEstimator(use_tpu=True)) for all-reduce training.',
+        num_worker_replicas=config.num_worker_replicas, task_type=config.task_type)
   return replication.single_device()
 
 
