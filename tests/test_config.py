@@ -222,6 +222,20 @@ def test_tf_config_read_by_tpu_run_config(monkeypatch):
   assert config.master == config.evaluation_master == 'grpc://host1:2222'
 
 
+@pytest.mark.parametrize('task_type,index,is_chief', [
+    ('master', 0, True), ('worker', 0, False), ('worker', 1, False), ('ps', 0, False)])
+def test_tf_config_with_a_master_makes_it_the_only_chief(monkeypatch, task_type, index,
+                                                          is_chief):
+  """Cloud ML Engine's clusters (master, workers, ps): the master is the chief, as in the
+  original; worker 0 is a chief only in a cluster of workers alone."""
+  monkeypatch.setenv('TF_CONFIG', json.dumps({
+      'cluster': {'master': ['m:1'], 'worker': ['w:1', 'w:2'], 'ps': ['p:1']},
+      'task': {'type': task_type, 'index': index}}))
+  config = CoreRunConfig()
+  assert config.is_chief is is_chief
+  assert config.num_worker_replicas == 3
+
+
 def test_tf_config_invalid_json(monkeypatch):
   monkeypatch.setenv('TF_CONFIG', '{"cluster": ')
   with pytest.raises(ValueError, match=_match('TF_CONFIG', 'JSON', 'TF_CONFIG=\'{"cluster": \'')):

@@ -224,8 +224,12 @@ class _Job:
   on its own; every wait is bounded, and `stop()` kills whatever still runs."""
 
   def __init__(self, python, impl, kind, workdir, max_steps, num_workers, num_ps,
-               evaluator=False, step_sleep=0.0, **env):
+               evaluator=False, step_sleep=0.0, chief='chief', **env):
     self.configs = launcher.tf_configs(num_workers, num_ps=num_ps, evaluator=evaluator)
+    # The first task's job: 'chief', or 'master' (Cloud ML Engine).  One cluster dict is
+    # shared by every task's TF_CONFIG.
+    self.configs[0]['cluster'][chief] = self.configs[0]['cluster'].pop('chief')
+    self.configs[0]['task']['type'] = chief
     self.names = ['%s%d' % (c['task']['type'], c['task']['index']) for c in self.configs]
     self.model_dir = os.path.join(workdir, 'model')
     self.workdir = workdir
@@ -480,3 +484,14 @@ def test_a_parameter_server_strategy_program_trains_on_every_worker(tmp_path):
   for task in ('chief0.0', 'worker0.0'):
     assert outputs[task]['global_step'] >= 20
     assert {v['device'] for v in outputs[task]['variables'].values()} == {'/job:ps/task:0'}
+
+
+def test_a_master_cluster_has_one_chief_which_evaluates(tmp_path):
+  """A Cloud ML Engine cluster (master, worker, ps): the master is the one chief (worker 0 is
+  not: two chiefs initialized and saved twice) and evaluates in its own process."""
+  job = _Job(sys.executable, 'ours', 'custom', str(tmp_path), 20, 2, 1, chief='master')
+  outputs = _trained(job)
+  assert outputs['master0.0']['config']['is_chief'] is True
+  assert outputs['worker0.0']['config']['is_chief'] is False
+  assert outputs['master0.0']['global_step'] >= 20
+  assert os.listdir(os.path.join(job.model_dir, 'eval'))

@@ -70,10 +70,13 @@ def parse_tf_config(tf_config=None):
   master = ''
   if task_type in spec.jobs:
     master = 'grpc://' + spec.task_address(task_type, task_id)
-  has_chief = TaskType.CHIEF in spec.jobs
-  is_chief = (task_type == TaskType.CHIEF or
-              (not has_chief and task_type in (TaskType.WORKER, TaskType.MASTER) and
-               task_id == 0))
+  # The chief: the `chief` task, else the `master` (Cloud ML Engine's clusters), else worker 0.
+  if TaskType.CHIEF in spec.jobs:
+    is_chief = task_type == TaskType.CHIEF
+  elif TaskType.MASTER in spec.jobs:
+    is_chief = task_type == TaskType.MASTER and task_id == 0
+  else:
+    is_chief = task_type == TaskType.WORKER and task_id == 0
   num_workers = sum(len(spec.job_tasks(j)) for j in (TaskType.CHIEF, TaskType.WORKER,
                                                      TaskType.MASTER) if j in spec.jobs)
   num_ps = len(spec.job_tasks(TaskType.PS)) if TaskType.PS in spec.jobs else 0
