@@ -325,7 +325,7 @@ def _summary(job, codes):
 
 @pytest.fixture(scope='module')
 def wide_deep(tmp_path_factory):
-  """The same wide-and-deep program (v1 canned, partitioned embeddings) as a chief, a worker,
+  """The same wide-and-deep program (v1 canned, partitioned embeddings) as a chief, 2 workers,
   2 ps tasks and an evaluator through train_and_evaluate, 30 steps, on both implementations at
   once: {'orig': summary (or the reference's Unavailable), 'ours': summary, 'single': ours in
   one process without a cluster, 'predict': ours predicting in one process from the cluster's
@@ -336,7 +336,7 @@ def wide_deep(tmp_path_factory):
   except reference.Unavailable as unavailable:
     orig_python = unavailable
   jobs = {'ours': _Job(sys.executable, 'ours', 'wide_deep', os.path.join(workdir, 'ours'), 30,
-                       2, 2, evaluator=True),
+                       3, 2, evaluator=True),
           'single': _Job(sys.executable, 'ours', 'wide_deep', os.path.join(workdir, 'single'),
                          30, 1, 0)}
   jobs['single'].configs = [{}]  # no TF_CONFIG: one local process
@@ -344,7 +344,7 @@ def wide_deep(tmp_path_factory):
   jobs['ours_v2'] = _Job(sys.executable, 'ours', 'wide_deep_v2',
                          os.path.join(workdir, 'ours_v2'), 10, 1, 2)
   if not isinstance(orig_python, Exception):
-    jobs['orig'] = _Job(orig_python, 'orig', 'wide_deep', os.path.join(workdir, 'orig'), 30, 2,
+    jobs['orig'] = _Job(orig_python, 'orig', 'wide_deep', os.path.join(workdir, 'orig'), 30, 3,
                         2, evaluator=True)
     jobs['orig_v2'] = _Job(orig_python, 'orig', 'wide_deep_v2', os.path.join(workdir, 'orig_v2'),
                            10, 1, 2)
@@ -372,13 +372,15 @@ def _finished(summary):
 
 def test_a_cluster_trains_evaluates_and_its_checkpoint_restores_in_one_process(wide_deep):
   ours = _finished(wide_deep['ours'])
-  chief, worker = ours['outputs']['chief0.0'], ours['outputs']['worker0.0']
-  assert chief['config'] == {'is_chief': True, 'num_ps_replicas': 2, 'num_worker_replicas': 2,
+  chief = ours['outputs']['chief0.0']
+  workers = [ours['outputs']['worker%d.0' % i] for i in range(2)]
+  assert chief['config'] == {'is_chief': True, 'num_ps_replicas': 2, 'num_worker_replicas': 3,
                              'global_id_in_cluster': 0}
-  assert chief['global_step'] >= 30 and worker['global_step'] >= 30
+  assert [w['config']['global_id_in_cluster'] for w in workers] == [1, 2]
+  assert chief['global_step'] >= 30 and all(w['global_step'] >= 30 for w in workers)
   devices = {v['device'] for v in chief['variables'].values()}
   assert devices == {'/job:ps/task:0', '/job:ps/task:1'}  # no variable on a worker
-  assert chief['variables'] == worker['variables']  # every worker builds the same graph
+  assert all(w['variables'] == chief['variables'] for w in workers)  # the same graph
   # Only the chief writes checkpoints (one shard per ps task) and summaries; the evaluator
   # writes eval/.
   assert any(f.endswith('.data-00001-of-00002') for f in ours['files'])
@@ -398,7 +400,7 @@ def test_variable_placement_and_checkpoint_layout_match_the_original(wide_deep, 
   if isinstance(orig, Exception):
     reference.check(orig)
   orig, ours = _finished(orig), _finished(wide_deep['ours' + run])
-  tasks = [t for t in ('chief0.0', 'worker0.0') if t in orig['outputs']]
+  tasks = [t for t in ('chief0.0', 'worker0.0', 'worker1.0') if t in orig['outputs']]
   for task in tasks:
     assert ours['outputs'][task]['variables'] == orig['outputs'][task]['variables'], task
     assert ours['outputs'][task]['config'] == orig['outputs'][task]['config'], task
