@@ -51,7 +51,7 @@ def runs():
 
 
 DETERMINISTIC = ('no_decrease_tae', 'lower_tae', 'higher_tae_min_steps',
-                 'timer_every_4_third_call', 'written_no_increase',
+                 'written_no_increase',
                  'written_no_decrease_min_steps', 'in_memory', 'np_b4_e1', 'np_b4_e2',
                  'np_b5_e3', 'np_b16_e1', 'np_train_labels')
 
@@ -69,6 +69,16 @@ def test_asked_every_step_stops_on_the_step_it_said_stop(runs):
   runs = reference.check(runs)
   assert runs['ours']['timer_every_1_fifth_call'] == {'final_step': 5, 'calls': 5}
   assert runs['orig']['timer_every_1_fifth_call']['final_step'] in (5, 6)
+
+
+def test_asked_every_4_steps_stops_on_the_step_it_said_stop(runs):
+  """Asked every 4 steps (at steps 1, 5, 9), stop on the third call: training ends at step 9.
+  The original usually does the same; in one CI run it ended at 10 (the same timing-dependent
+  read of the global step as above), so it is held to that range only."""
+  runs = reference.check(runs)
+  assert runs['ours']['timer_every_4_third_call'] == {'final_step': 9, 'calls': 3}
+  assert runs['orig']['timer_every_4_third_call']['final_step'] in (9, 10)
+  assert runs['orig']['timer_every_4_third_call']['calls'] == 3
 
 
 def test_train_and_evaluate_stops_on_the_evaluated_step(runs):
