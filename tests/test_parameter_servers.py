@@ -20,6 +20,7 @@ import helpers as h
 import reference
 import tpu_estimator as te
 from tpu_estimator.distribute import parameter_servers
+from tpu_estimator import keras_models
 from tpu_estimator.tools import launcher
 
 v1 = tf.compat.v1
@@ -118,6 +119,29 @@ def test_tpu_estimator_off_tpu_trains_on_the_ps_tasks_and_on_tpu_says_why_not(
   with pytest.raises(ValueError, match='ps tasks.*num_ps_replicas=1.*use_tpu=False'):
     sharded.train(h.dataset_input_fn(x, y), steps=1)
   assert not os.path.exists(tmp_path / 'tpu' / 'checkpoint')
+
+
+@pytest.mark.parametrize('backend', ['tf_keras', 'keras3'])
+def test_a_keras_model_as_an_estimator_trains_on_the_ps_tasks(tmp_path, monkeypatch, backend):
+  """model_to_estimator, then parameter-server training, as Cloud ML Engine users ran Keras
+  models: the model's (and a tf_keras optimizer's) variables on the ps tasks."""
+  _cluster(monkeypatch, num_ps=2)
+  if backend == 'tf_keras':
+    import tf_keras as keras  # pylint: disable=import-outside-toplevel
+  else:
+    keras = tf.keras
+  model = keras.Sequential([keras.Input((h.NUM_FEATURES,)), keras.layers.Dense(8),
+                            keras.layers.Dense(h.NUM_CLASSES)])
+  model.compile('sgd', keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  est = keras_models.model_to_estimator(keras_model=model, config=te.EstimatorRunConfig(
+      model_dir=str(tmp_path)))
+  x, y = h.make_data(64)
+  record = _Devices()
+  est.train(lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat(), steps=3,
+            hooks=[record])
+  assert {'dense/kernel', 'dense_1/bias'} <= set(record.devices)
+  assert set(record.devices.values()) == {'/job:ps/task:0', '/job:ps/task:1'}
+  assert est.get_variable_value('global_step') == 3
 
 
 def test_strategies_that_would_not_use_the_ps_tasks_are_refused(tmp_path, monkeypatch):
