@@ -19,7 +19,6 @@ import tensorflow as tf
 import helpers as h
 import reference
 import tpu_estimator as te
-from tpu_estimator.distribute import parameter_servers
 from tpu_estimator import keras_models
 from tpu_estimator.tools import launcher
 
@@ -231,10 +230,13 @@ def test_workers_see_only_the_ps_tasks_and_themselves(monkeypatch, task_type, ta
                  'worker': ['127.0.0.1:2', '127.0.0.1:3']}
   monkeypatch.setenv('TF_CONFIG', json.dumps({'cluster': cluster, 'task': {
       'type': task_type, 'index': task_id}}))
-  config = parameter_servers.default_session_config(te.EstimatorRunConfig())
+  config = te.EstimatorRunConfig().session_config  # the default, as the original's RunConfig
   assert list(config.device_filters) == filters and config.allow_soft_placement
   rewrites = config.graph_options.rewrite_options
   assert rewrites.meta_optimizer_iterations == rewrites.ONE  # the original's, too
+  given = v1.ConfigProto(log_device_placement=True)
+  assert te.EstimatorRunConfig(session_config=given).session_config is given
+  assert te.EstimatorRunConfig().replace(save_summary_steps=5).session_config == config
 
 
 # ---------------------------------------------------------------------------------------------

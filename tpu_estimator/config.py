@@ -96,6 +96,25 @@ def parse_tf_config(tf_config=None):
                      global_id, model_dir)
 
 
+def default_session_config(config):
+  """The session config of a task of a cluster with ps tasks that has none of its own (what
+  `RunConfig.session_config` then returns, as the original's did): soft placement, one pass of
+  Grappler's meta optimizer, and device filters that let a worker see only the ps tasks and
+  itself (workers never wait for each other; a ps task sees everyone)."""
+  filters = {
+      TaskType.MASTER: ['/job:ps', '/job:master'],
+      TaskType.CHIEF: ['/job:ps', '/job:chief'],
+      TaskType.WORKER: ['/job:ps', '/job:worker/task:%d' % config.task_id],
+      TaskType.PS: ['/job:ps', '/job:worker', '/job:chief', '/job:master'],
+  }.get(config.task_type)
+  session_config = _v1.ConfigProto(allow_soft_placement=True)
+  rewrites = session_config.graph_options.rewrite_options
+  rewrites.meta_optimizer_iterations = rewrites.ONE
+  if filters:
+    session_config.device_filters.extend(filters)
+  return session_config
+
+
 def _checkpoint_schedule(steps, secs):
   """(save_checkpoints_steps, save_checkpoints_secs) as given, with the original's default:
   every 600 seconds when neither is given; both set is an error."""
@@ -238,7 +257,13 @@ class RunConfig:
   save_summary_steps = property(lambda self: self._save_summary_steps)
   save_checkpoints_steps = property(lambda self: self._save_checkpoints_steps)
   save_checkpoints_secs = property(lambda self: self._save_checkpoints_secs)
-  session_config = property(lambda self: self._session_config)
+  @property
+  def session_config(self):
+    """The ConfigProto given, else in a cluster with ps tasks `default_session_config`."""
+    if self._session_config is None and self._cluster.num_ps_replicas:
+      return default_session_config(self)
+    return self._session_config
+
   keep_checkpoint_max = property(lambda self: self._keep_checkpoint_max)
   keep_checkpoint_every_n_hours = property(lambda self: self._keep_checkpoint_every_n_hours)
   log_step_count_steps = property(lambda self: self._log_step_count_steps)

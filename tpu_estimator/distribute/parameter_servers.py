@@ -55,25 +55,6 @@ def device_setter(config):
       cluster=config.cluster_spec)
 
 
-def default_session_config(config):
-  """The session config of a task without one of its own: soft placement and device filters
-  that let a worker see only the ps tasks and itself (workers never wait for each other; a
-  ps task sees everyone), as the original's RunConfig set it."""
-  filters = {
-      TaskType.MASTER: ['/job:ps', '/job:master'],
-      TaskType.CHIEF: ['/job:ps', '/job:chief'],
-      TaskType.WORKER: ['/job:ps', '/job:worker/task:%d' % config.task_id],
-      TaskType.PS: ['/job:ps', '/job:worker', '/job:chief', '/job:master'],
-  }.get(config.task_type)
-  session_config = _v1.ConfigProto(allow_soft_placement=True)
-  # One pass of Grappler's meta optimizer, as the original's distributed default.
-  rewrites = session_config.graph_options.rewrite_options
-  rewrites.meta_optimizer_iterations = rewrites.ONE
-  if filters:
-    session_config.device_filters.extend(filters)
-  return session_config
-
-
 class ParameterServerReplicas(replication.Replicas):
   """One replica on this worker, its variables on the cluster's ps tasks (`device_fn`); with
   the user's `tf.compat.v1.distribute.experimental.ParameterServerStrategy`
@@ -107,8 +88,8 @@ class ParameterServerReplicas(replication.Replicas):
     return task_server(self.cluster).target
 
   def session_config(self, base=None, xla=False):
-    config = super().session_config(
-        base if base is not None else default_session_config(self.cluster), xla)
+    """`base`: the RunConfig's (its default in a cluster with ps tasks: device filters)."""
+    config = super().session_config(base, xla)
     if not config.operation_timeout_in_ms:
       config.operation_timeout_in_ms = replication.DEFAULT_OPERATION_TIMEOUT_MS
     return config
@@ -142,9 +123,8 @@ def task_server(config):
   ever, in the middle of closing the session (measured: both the chief and a worker hung there
   after a ps task was killed).  The failed session is then created anew as the module says."""
   os.environ.setdefault('GRPC_FAIL_FAST', 'true')
-  session_config = config.session_config or default_session_config(config)
   return replication.task_server(config.cluster_spec, config.task_type, config.task_id,
-                                 session_config, config.protocol)
+                                 config.session_config, config.protocol)
 
 
 def serve(config):
