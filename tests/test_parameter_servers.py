@@ -129,8 +129,8 @@ def test_a_keras_model_as_an_estimator_trains_on_the_ps_tasks(tmp_path, monkeypa
     import tf_keras as keras  # pylint: disable=import-outside-toplevel
   else:
     keras = tf.keras
-  model = keras.Sequential([keras.Input((h.NUM_FEATURES,)), keras.layers.Dense(8),
-                            keras.layers.Dense(h.NUM_CLASSES)])
+  model = keras.Sequential([keras.Input((h.NUM_FEATURES,)), keras.layers.Dense(8, name='hidden'),
+                            keras.layers.Dense(h.NUM_CLASSES, name='logits')])
   model.compile('sgd', keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   est = keras_models.model_to_estimator(keras_model=model, config=te.EstimatorRunConfig(
       model_dir=str(tmp_path)))
@@ -138,7 +138,7 @@ def test_a_keras_model_as_an_estimator_trains_on_the_ps_tasks(tmp_path, monkeypa
   record = _Devices()
   est.train(lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat(), steps=3,
             hooks=[record])
-  assert {'dense/kernel', 'dense_1/bias'} <= set(record.devices)
+  assert {'hidden/kernel', 'logits/bias'} <= set(record.devices)
   assert set(record.devices.values()) == {'/job:ps/task:0', '/job:ps/task:1'}
   assert est.get_variable_value('global_step') == 3
 
