@@ -123,6 +123,21 @@ def run_both(pythons, program, tasks, workdir, tag, timeout):
   return outputs
 
 
+def resume_tasks(workdir, written, models, steps):
+  """{impl: ['resume' tasks]}: each implementation trains `steps` more in a copy of the
+  model_dir the other wrote for each model (`written[impl][model]`), so each resumes the
+  other's checkpoints."""
+  tasks = {}
+  for impl in IMPLS:
+    other = 'ours' if impl == 'orig' else 'orig'
+    tasks[impl] = []
+    for model in models:
+      target = os.path.join(workdir, impl, 'from_%s_%s' % (other, model))
+      shutil.copytree(written[other][model], target)
+      tasks[impl].append({'task': 'resume', 'model': model, 'dir': target, 'steps': steps})
+  return tasks
+
+
 def assert_close(expected, actual, what, rtol, atol):
   """Recursively compares JSON results: same structure and keys; strings, bools and ints
   exactly, other numbers to tolerance."""

@@ -12,7 +12,6 @@ are compared only through the cross-implementation rounds (evaluation has no dro
 A broken reference venv fails these tests; a machine that cannot have one skips them.
 """
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -41,14 +40,7 @@ def _run(workdir):
   first = _round(pythons, {impl: [{'task': 'write', 'model': m, 'dir': src[impl][m],
                                    'steps': N_STEPS, 'export': True} for m in MODELS]
                            for impl in IMPLS}, workdir, 'write')
-  tasks = {}
-  for impl in IMPLS:
-    other = 'ours' if impl == 'orig' else 'orig'
-    tasks[impl] = []
-    for m in MODELS:
-      target = os.path.join(workdir, impl, 'from_%s_%s' % (other, m))
-      shutil.copytree(src[other][m], target)
-      tasks[impl].append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
+  tasks = reference.resume_tasks(workdir, src, MODELS, K_STEPS)
   second = _round(pythons, tasks, workdir, 'resume')
   return {impl: {'versions': (first[impl]['tf_version'], first[impl]['keras_version']),
                  'written': dict(zip(MODELS, first[impl]['results'])),

@@ -10,7 +10,6 @@ Two rounds, each one subprocess per implementation, the two in parallel:
 A broken reference venv fails these tests; a machine that cannot have one skips them.
 """
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -34,14 +33,7 @@ def _run(workdir):
       pythons, PROGRAM, {impl: [{'task': 'write', 'model': m, 'dir': src[impl][m],
                                  'steps': N_STEPS} for m in MODELS] for impl in IMPLS},
       workdir, 'write', 600)
-  tasks = {}
-  for impl in IMPLS:
-    other = 'ours' if impl == 'orig' else 'orig'
-    tasks[impl] = []
-    for m in MODELS:
-      target = os.path.join(workdir, impl, 'from_%s_%s' % (other, m))
-      shutil.copytree(src[other][m], target)
-      tasks[impl].append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
+  tasks = reference.resume_tasks(workdir, src, MODELS, K_STEPS)
   second = reference.run_both(pythons, PROGRAM, tasks, workdir, 'resume', 600)
   return {impl: {'written': dict(zip(MODELS, first[impl]['results'])),
                  'resumed': dict(zip(MODELS, second[impl]['results']))} for impl in IMPLS}

@@ -25,6 +25,8 @@ if __name__ == '__main__' and sys.argv[1] == 'ours':
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from program_results import jsonable  # pylint: disable=wrong-import-position
+
 BATCH = 8
 MODELS = ('sequential', 'functional')
 
@@ -96,22 +98,6 @@ def build(name):
     return tf.estimator.export.ServingInputReceiver(inputs, inputs)
 
   return model, convert, input_fn, serving_input_fn
-
-
-def jsonable(value):
-  if isinstance(value, dict):
-    return {str(k): jsonable(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [jsonable(v) for v in value]
-  if isinstance(value, np.ndarray):
-    return jsonable(value.tolist())
-  if isinstance(value, (np.integer, np.bool_)):
-    return int(value)
-  if isinstance(value, np.floating):
-    return float(value)
-  if isinstance(value, bytes):
-    return value.decode('utf-8', 'replace')
-  return value
 
 
 def checkpoint(model_dir):

@@ -181,22 +181,6 @@ def make_estimator(model, model_dir, impl='ours', use_tpu=False, shards=None,
 
 
 # ---------------------------------------------------------------------------------------------
-def jsonable(value):
-  if isinstance(value, dict):
-    return {str(k): jsonable(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [jsonable(v) for v in value]
-  if isinstance(value, np.ndarray):
-    return jsonable(value.tolist())
-  if isinstance(value, np.integer):
-    return int(value)
-  if isinstance(value, np.floating):
-    return float(value)
-  if isinstance(value, bytes):
-    return value.decode('utf-8', 'replace')
-  return value
-
-
 def checkpoint_state(est):
   names = sorted(est.get_variable_names())
   return {'global_step': int(est.get_variable_value('global_step')), 'variable_names': names,
@@ -240,6 +224,8 @@ IMPL = 'ours'
 
 
 def main():
+  # Run as a script (this folder on the path); tests import the module without running main.
+  from program_results import jsonable  # pylint: disable=import-outside-toplevel
   global IMPL  # pylint: disable=global-statement
   IMPL = impl = sys.argv[1]
   if impl not in ('ours', 'orig'):

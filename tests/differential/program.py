@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from program_results import jsonable  # pylint: disable=wrong-import-position
+
 IMPL = sys.argv[1]
 if IMPL == 'ours':
   import tpu_estimator as estimator  # stands for tf.compat.v1.estimator
@@ -179,24 +181,6 @@ def make_estimator(model, model_dir):
 
 
 # ---------------------------------------------------------------------------------------------
-def jsonable(value):
-  if isinstance(value, dict):
-    return {str(k): jsonable(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [jsonable(v) for v in value]
-  if isinstance(value, np.ndarray):
-    return jsonable(value.tolist())
-  if isinstance(value, (np.integer,)):
-    return int(value)
-  if isinstance(value, (np.floating,)):
-    return float(value)
-  if isinstance(value, (np.bool_,)):
-    return bool(value)
-  if isinstance(value, bytes):
-    return value.decode('utf-8', 'replace')
-  return value
-
-
 def checkpoint_state(est):
   """Global step, latest checkpoint's basename, the retained checkpoints, variables."""
   latest = est.latest_checkpoint()
