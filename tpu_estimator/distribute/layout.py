@@ -75,7 +75,7 @@ def strategy_for(mode, config):
 def one_device(mode, config):
   """The replicas of a call without sharding or a strategy: one device, whose training
   variables live on the ps tasks when `config` is a task of a parameter-server cluster."""
-  if mode == ModeKeys.TRAIN and parameter_servers.in_cluster(config):
+  if mode == ModeKeys.TRAIN and replication.with_parameter_servers(config):
     return parameter_servers.ParameterServerReplicas(config)
   if mode == ModeKeys.TRAIN and replication.is_multi_worker(config):
     # Each worker would train a copy of its own that nobody saves (the original's workers
@@ -106,7 +106,7 @@ class OneDevice:
     if strategy is None:
       replicas = one_device(mode, config)
     elif replication.is_parameter_server_strategy(strategy) and \
-        parameter_servers.in_cluster(config):
+        replication.with_parameter_servers(config):
       replicas = parameter_servers.ParameterServerReplicas(config, strategy)
     else:
       replicas = replication.of_strategy(strategy, config)

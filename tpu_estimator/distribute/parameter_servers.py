@@ -37,12 +37,6 @@ _LOST = (tf.errors.UnavailableError, tf.errors.AbortedError)
 _TRAINING_TASKS = (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER)
 
 
-def in_cluster(config):
-  """Whether `config` (a RunConfig) is a task of a `TF_CONFIG` cluster with `ps` tasks."""
-  return config is not None and bool(config.num_ps_replicas) and \
-      config.task_type != TaskType.EVALUATOR
-
-
 def worker_device(config):
   """This task's device prefix, e.g. '/job:worker/task:1'."""
   return '/job:%s/task:%d' % (config.task_type, config.task_id)

@@ -257,6 +257,13 @@ def _training_workers(config):
   return config.global_id_in_cluster, config.num_worker_replicas
 
 
+def with_parameter_servers(config):
+  """Whether `config` (a RunConfig) is a training-side task of a `TF_CONFIG` cluster with `ps`
+  tasks (parameter_servers.py)."""
+  return config is not None and bool(config.num_ps_replicas) and \
+      config.task_type != 'evaluator'
+
+
 def is_multi_worker(config):
   return _training_workers(config) is not None
 
@@ -273,8 +280,7 @@ def make_replicas(num_shards, config=None, multi_worker=False):
   CPU-only machine).  With `multi_worker` and a `TF_CONFIG` cluster of several training tasks,
   the replicas span every worker and `num_shards` (if set) must be their total."""
   workers = _training_workers(config) if multi_worker else None
-  if multi_worker and config is not None and config.num_ps_replicas and \
-      config.task_type != 'evaluator':
+  if multi_worker and with_parameter_servers(config):
       raise errors.value_error(
           'TPUEstimator(use_tpu=True) shards each step over every worker with all-reduce; a '
           'TF_CONFIG cluster with ps tasks trains with parameter servers instead.',
@@ -374,7 +380,7 @@ _SUPPORTED = ('Train with MirroredStrategy, CentralStorageStrategy, OneDeviceStr
 
 def _refusal(name, strategy, config):
   """(what, fix) when the strategy cannot do `name`'s job with `config`, else None."""
-  with_ps = bool(config.num_ps_replicas) and config.task_type != 'evaluator'
+  with_ps = with_parameter_servers(config)
   if _is_parameter_server(strategy) and not is_parameter_server_strategy(strategy):
     return ('is the coordinator-based strategy of Keras and custom training loops, which '
             'Estimators never ran', 'Use tf.compat.v1.distribute.experimental.'
