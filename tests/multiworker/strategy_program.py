@@ -3,7 +3,9 @@ at the top of the program, as TensorFlow's multi-worker Estimator tutorial did. 
 `tf.distribute.MultiWorkerMirroredStrategy()` over whatever cluster TF_CONFIG describes; 'local':
 a MirroredStrategy over 2 logical CPUs in one process.  input_fn(input_context) reads its
 worker's shard in per-replica batches: the global batch of every step holds the same 16 rows in
-both modes.  Writes the final weights and global step to OUT_DIR/<task>.json.
+both modes.  Writes each task's own final weights and global step (read in its session as
+training ends: a worker's train() can return before the chief has written its last checkpoint)
+to OUT_DIR/<task>.json.
 
 Usage: strategy_program.py MODE MODEL_DIR STEPS OUT_DIR"""
 import json
@@ -17,6 +19,21 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import helpers as h  # pylint: disable=g-import-not-at-top
 import tpu_estimator as te  # pylint: disable=g-import-not-at-top
+
+
+class _Final(tf.compat.v1.train.SessionRunHook):
+  """Reads this task's global step and kernel in its own session when training ends."""
+
+  def __init__(self, seen):
+    self._seen = seen
+
+  def begin(self):
+    self._step = tf.compat.v1.train.get_global_step()
+    self._kernel = [v for v in tf.compat.v1.global_variables() if v.op.name == 'dense/kernel'][0]
+
+  def end(self, session):
+    step, kernel = session.run([self._step, self._kernel])
+    self._seen.update(global_step=int(step), kernel=kernel.tolist())
 
 
 def main(mode, model_dir, steps, out):
@@ -40,10 +57,8 @@ def main(mode, model_dir, steps, out):
                                  save_checkpoints_steps=5)
   est = te.Estimator(lambda features, labels, mode: h.make_model_fn()(features, labels, mode,
                                                                       {}), config=config)
-  est.train(input_fn, max_steps=steps)
+  est.train(input_fn, max_steps=steps, hooks=[_Final(seen)])
   task = '%s%d' % (config.task_type or 'local', config.task_id or 0)
-  seen.update(global_step=int(est.get_variable_value('global_step')),
-              kernel=est.get_variable_value('dense/kernel').tolist())
   with open(os.path.join(out, task + '.json'), 'w') as f:
     json.dump(seen, f)
 
