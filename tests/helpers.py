@@ -100,3 +100,20 @@ def snapshot(directory):
       with open(path, 'rb') as f:
         result[os.path.relpath(path, directory)] = f.read()
   return result
+
+
+class FinalValues(tf.compat.v1.train.SessionRunHook):
+  """Records, into the dict `seen`, this task's own global step and kernel in its session as
+  training ends.  In a cluster a worker's train() can return before the chief has written its
+  last checkpoint, so reading the model_dir afterwards races the chief."""
+
+  def __init__(self, seen):
+    self._seen = seen
+
+  def begin(self):
+    self._step = tf.compat.v1.train.get_global_step()
+    self._kernel = [v for v in tf.compat.v1.global_variables() if v.op.name == 'dense/kernel']
+
+  def end(self, session):
+    step, kernel = session.run([self._step, self._kernel])
+    self._seen.update(global_step=int(step), kernel=kernel[0].tolist() if kernel else None)

@@ -280,5 +280,5 @@ def test_two_workers_stop_together_when_the_chief_says_stop(tmp_path):
   assert codes == [0, 0]
   for task in ('chief0', 'worker0'):
     with open(os.path.join(str(out), task + '.json')) as f:
-      assert json.load(f) == {'calls': 2, 'checkpoint_step': 10}, task
+      assert json.load(f) == {'calls': 2, 'stopped_at': 10}, task
   assert early_stopping.stopped_at(str(tmp_path / 'model')) == 10

@@ -33,11 +33,11 @@ def main(model_dir, out):
 
   hook = te.experimental.make_early_stopping_hook(est, should_stop, run_every_secs=None,
                                                   run_every_steps=5)
-  est.train(input_fn, max_steps=40, hooks=[hook])
+  final = {}
+  est.train(input_fn, max_steps=40, hooks=[hook, h.FinalValues(final)])
   task = '%s%d' % (config.task_type, config.task_id)
-  step = int(tf.train.load_variable(est.latest_checkpoint(), 'global_step'))
   with open(os.path.join(out, task + '.json'), 'w') as f:
-    json.dump({'calls': len(calls), 'checkpoint_step': step}, f)
+    json.dump({'calls': len(calls), 'stopped_at': final['global_step']}, f)
 
 
 if __name__ == '__main__':

@@ -35,15 +35,7 @@ def main(model_dir, steps, out, shards):
   est = te.TPUEstimator(h.make_model_fn(tpu=True), config=config, train_batch_size=16)
   latest = est.latest_checkpoint()
   seen['start_step'] = int(tf.train.load_variable(latest, 'global_step')) if latest else 0
-  class Final(tf.compat.v1.train.SessionRunHook):
-    """Records this worker's own variables when its session ends."""
-
-    def end(self, session):
-      seen['global_step'] = int(session.run(tf.compat.v1.train.get_global_step()))
-      kernel = [v for v in tf.compat.v1.global_variables() if v.name == 'dense/kernel:0'][0]
-      seen['kernel'] = session.run(kernel).tolist()
-
-  est.train(input_fn, max_steps=steps, hooks=[Final()])
+  est.train(input_fn, max_steps=steps, hooks=[h.FinalValues(seen)])
   seen['task'] = '%s%d' % (config.task_type, config.task_id)
   with open(os.path.join(out, seen['task'] + '.json'), 'w') as f:
     json.dump(seen, f)

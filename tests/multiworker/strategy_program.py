@@ -21,21 +21,6 @@ import helpers as h  # pylint: disable=g-import-not-at-top
 import tpu_estimator as te  # pylint: disable=g-import-not-at-top
 
 
-class _Final(tf.compat.v1.train.SessionRunHook):
-  """Reads this task's global step and kernel in its own session when training ends."""
-
-  def __init__(self, seen):
-    self._seen = seen
-
-  def begin(self):
-    self._step = tf.compat.v1.train.get_global_step()
-    self._kernel = [v for v in tf.compat.v1.global_variables() if v.op.name == 'dense/kernel'][0]
-
-  def end(self, session):
-    step, kernel = session.run([self._step, self._kernel])
-    self._seen.update(global_step=int(step), kernel=kernel.tolist())
-
-
 def main(mode, model_dir, steps, out):
   if mode == 'cluster':
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -57,7 +42,7 @@ def main(mode, model_dir, steps, out):
                                  save_checkpoints_steps=5)
   est = te.Estimator(lambda features, labels, mode: h.make_model_fn()(features, labels, mode,
                                                                       {}), config=config)
-  est.train(input_fn, max_steps=steps, hooks=[_Final(seen)])
+  est.train(input_fn, max_steps=steps, hooks=[h.FinalValues(seen)])
   task = '%s%d' % (config.task_type or 'local', config.task_id or 0)
   with open(os.path.join(out, task + '.json'), 'w') as f:
     json.dump(seen, f)
