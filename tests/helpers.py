@@ -86,9 +86,10 @@ def make_model_fn(tpu=False, learning_rate=0.1, cross_shard=False, optimizer='sg
 
 def tpu_config(num_shards=None, iterations_per_loop=4, model_dir=None, **kwargs):
   per_host = kwargs.pop('per_host_input_for_training', True)
+  xla = kwargs.pop('xla', None)
   return te.RunConfig(model_dir=model_dir, tpu_config=te.TPUConfig(
       iterations_per_loop=iterations_per_loop, num_shards=num_shards,
-      per_host_input_for_training=per_host), **kwargs)
+      per_host_input_for_training=per_host, xla=xla), **kwargs)
 
 
 def snapshot(directory):

@@ -134,7 +134,9 @@ def test_training_graphs_are_freed_after_train(tmp_path, reuse):
     def begin(self):
       graphs.append(weakref.ref(v1.get_default_graph()))
 
-  config = tpu_config(1, 4, model_dir=str(tmp_path), reuse_train_graphs=reuse)
+  # (xla=False: the element-wise update is built in uncompiled loops, and with the default the
+  # second call would build the compiled loop once.)
+  config = tpu_config(1, 4, model_dir=str(tmp_path), reuse_train_graphs=reuse, xla=False)
   est = te.TPUEstimator(_model_fn, config=config, use_tpu=True, train_batch_size=16)
   for _ in range(3):
     est.train(_input_fn, steps=4, hooks=[_Graphs()])

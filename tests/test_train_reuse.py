@@ -185,9 +185,10 @@ def test_with_saving_off_each_call_starts_from_the_last_checkpoint(tmp_path):
   input_fn = dataset_input_fn(x, y, drop_remainder=True)
   _estimator(tmp_path, make_model_fn(tpu=True)).train(input_fn, steps=4)
   model_fn = _Counted(make_model_fn(tpu=True))
+  # (xla=False: with the default the second call would build the compiled loop once.)
   config = te.RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=None,
                         save_checkpoints_secs=None,
-                        tpu_config=te.TPUConfig(iterations_per_loop=3))
+                        tpu_config=te.TPUConfig(iterations_per_loop=3, xla=False))
   est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
   start = _StartStep()
   for _ in range(2):

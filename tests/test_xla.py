@@ -144,9 +144,96 @@ def test_summaries_in_model_fn_do_not_stop_compilation(tmp_path, caplog):
   assert spy.compiled_runs > 0
 
 
-def test_default_is_the_measured_default(tmp_path):
-  _, spy = _train(tmp_path, make_model_fn(tpu=True), None, steps=2)
-  assert (spy.compiled_runs > 0) == xla.DEFAULT
+def _needs_a_constant(x):
+  """An op with an XLA kernel that XLA cannot compile here: a shape computed from the data
+  (XLA needs it at compile time), found only when the compiled loop first runs."""
+  rows = tf.cast(tf.reduce_sum(tf.abs(x)) > -1.0, tf.int32) + 1  # always 2, not a constant
+  return x + tf.reduce_sum(tf.zeros(tf.stack([rows, 1])))
+
+
+def _calls(est, input_fn, spy, *steps):
+  for n in steps:
+    est.train(input_fn, steps=n, hooks=[spy])
+  return est
+
+
+def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path, monkeypatch):
+  """xla=None: a short call runs uncompiled; the next call with the same input_fn (its graph
+  is reused from then on) and a call of at least AUTO_MIN_STEPS steps compile the whole loop,
+  with the results of xla=False."""
+  model_fn = make_model_fn(tpu=True, optimizer='adam')
+  built = []
+  counted = lambda features, labels, mode, params: built.append(1) or model_fn(
+      features, labels, mode, params)
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  first, again = _XlaRunSpy(), _XlaRunSpy()
+  auto = _calls(_estimator(tmp_path / 'auto', counted, None), input_fn, first, 4)
+  assert first.compiled_runs == 0
+  _calls(auto, input_fn, again, 3, 2)
+  assert again.whole_loop_runs == again.compiled_runs > 0
+  assert len(built) == 2  # built again once, compiled; the third call reuses that graph
+  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, _XlaRunSpy(), 4, 3,
+                 2)
+  _assert_same_training(auto, plain)
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 9)
+  long_call = _XlaRunSpy()
+  _calls(_estimator(tmp_path / 'long', model_fn, None), input_fn, long_call, 9)
+  assert long_call.whole_loop_runs == long_call.compiled_runs > 0
+  plain_long = _calls(_estimator(tmp_path / 'plain_long', model_fn, False), input_fn,
+                      _XlaRunSpy(), 9)
+  _assert_same_training(_estimator(tmp_path / 'long', model_fn, None), plain_long)
+
+
+def test_default_goes_on_uncompiled_where_xla_fails_at_the_first_run(tmp_path, caplog,
+                                                                      monkeypatch):
+  """XLA refuses the model only when the compiled loop first runs: xla=None trains it
+  uncompiled from the same start with one warning, and does not try again; xla=True says why
+  it cannot compile."""
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
+  model_fn = _with_extra_op(_needs_a_constant)
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  spy = _XlaRunSpy()
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    auto = _calls(_estimator(tmp_path / 'auto', model_fn, None), input_fn, spy, 5, 4)
+  warnings = [r.getMessage() for r in caplog.records if 'without XLA' in r.getMessage()]
+  assert len(warnings) == 1 and 'compile-time constant' in warnings[0], warnings
+  assert spy.compiled_runs == 0  # the failed run never reached after_run
+  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, _XlaRunSpy(), 5, 4)
+  _assert_same_training(auto, plain)
+  assert auto.get_variable_value('global_step') == 9
+  with pytest.raises(tf.errors.InvalidArgumentError, match='compile-time constant'):
+    _calls(_estimator(tmp_path / 'forced', model_fn, True), input_fn, _XlaRunSpy(), 5)
+
+
+def test_default_goes_on_uncompiled_with_an_op_without_an_xla_kernel(tmp_path, caplog,
+                                                                     monkeypatch):
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  spy = _XlaRunSpy()
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    auto = _calls(_estimator(tmp_path, _with_extra_op(_py_identity), None), input_fn, spy, 5, 4)
+  warnings = [r.getMessage() for r in caplog.records if 'without XLA' in r.getMessage()]
+  assert len(warnings) == 1 and 'EagerPyFunc' in warnings[0], warnings
+  assert spy.compiled_runs == 0
+  assert auto.get_variable_value('global_step') == 9
+
+
+@pytest.mark.parametrize('host_call,shards', [(True, 1), (False, 2)])
+def test_default_leaves_uncompiled_what_it_would_compile_by_parts(tmp_path, caplog,
+                                                                   monkeypatch, host_call,
+                                                                   shards):
+  """A host_call or several replicas: xla=True compiles the step alone, which measured slower
+  than uncompiled on CPU replicas; xla=None leaves them uncompiled, quietly."""
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
+  model_fn = make_model_fn(tpu=True, host_call=host_call, cross_shard=shards > 1)
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    est, spy = _train(tmp_path, model_fn, None, shards)
+  assert not [r for r in caplog.records if 'XLA' in r.getMessage()]
+  assert spy.compiled_runs == 0
+  assert est.get_variable_value('global_step') == 5
 
 
 def test_use_tpu_false_is_not_compiled(tmp_path):

@@ -333,16 +333,11 @@ def parse_iterations_per_loop(value):
                            'E.g. iterations_per_loop=100 or "30s".', iterations_per_loop=value)
 
 
-# What `TPUConfig(xla=None)` means, chosen by measurement (docs/design-decisions.md,
-# "XLA-compiled training steps"); distribute/xla.py decides what is compiled.
-XLA_DEFAULT = False
-
-
 def _check_xla(value):
   if not isinstance(value, (bool, type(None))):
     raise errors.type_error('`xla` must be None, True or False.',
-                            'Pass True to compile the training step with XLA, False not to, '
-                            'None for the default (%s).' % XLA_DEFAULT, xla=value)
+                            'Pass True to compile training with XLA, False not to, None (the '
+                            'default) to compile where it applies and pays.', xla=value)
 
 
 def _check_update_settings(gradient_accumulation_steps, precision):
@@ -393,7 +388,8 @@ class TPUConfig(
   `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
   (precision.py).  `xla=True` compiles use_tpu=True training with XLA (the whole device
   loop on one replica with static input shapes, else the step), `False` does not, `None`
-  (default) is the measured default, `XLA_DEFAULT` (see distribute/xla.py).
+  (default) compiles the whole loop where it applies and pays, and falls back to uncompiled
+  training where XLA cannot compile the model (see distribute/xla.py).
   """
 
   def __new__(cls, iterations_per_loop=2, num_shards=None, num_cores_per_replica=None,

@@ -81,6 +81,7 @@ class Estimator:
     self._params = copy.deepcopy(params or {})
     self._warm_start = warm_starting.settings_from(warm_start_from)
     self._graph_cache = graph_cache.Cache(self)
+    self._xla_auto = xla.Auto()
 
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: copy.deepcopy(self._config))
@@ -166,16 +167,22 @@ class Estimator:
     # or restart training); a missing, unreadable or wrong state file is rewritten to name it.
     checkpoint = restoring.latest_checkpoint(self._model_dir, repair=self._config.is_chief,
                                                verify=True)
+    call_steps = steps
     if max_steps is not None:
       start = restoring.global_step_of(checkpoint)
       if max_steps <= start:
         _log.info('Skipping training since max_steps has already saved.')
         return self
+      call_steps = max_steps - start
+    compile_loop = self._xla_auto.compile_loop(self._config, input_fn, call_steps)
     try:
-      return self._train_graph(input_fn, hooks, steps, max_steps, listeners, checkpoint, True)
-    except xla.NotCompilable as refusal:  # raised while building, before any session
-      if refusal.log:
-        xla.log_step_only(refusal)
+      return self._train_graph(input_fn, hooks, steps, max_steps, listeners, checkpoint,
+                               compile_loop)
+    except xla.NotCompilable as refusal:  # raised while building, or at a first run
+      xla.log_uncompiled(self._config, refusal)
+      self._xla_auto.refused = refusal
+      if isinstance(refusal, xla.CompileFailed):  # its session may have saved a checkpoint
+        checkpoint = restoring.latest_checkpoint(self._model_dir, verify=True)
       return self._train_graph(input_fn, hooks, steps, max_steps, listeners, checkpoint, False)
 
   def _train_graph(self, input_fn, hooks, steps, max_steps, listeners, checkpoint,
@@ -274,12 +281,19 @@ class Estimator:
           if reused and 'finalized' in str(error):
             raise graph_cache.Stale(checkpoint) from error
           raise
+      first = built.compiled_loop and not reused  # XLA compiles the loop at its first run
       with errors.runtime_checks_as_value_errors(), session:
         while not session.should_stop():
-          if built.train_op is None:
-            last_loss = session.run(built.loss)
-          else:
-            _, last_loss = session.run([built.train_op, built.loss])
+          try:
+            if built.train_op is None:
+              last_loss = session.run(built.loss)
+            else:
+              _, last_loss = session.run([built.train_op, built.loss])
+          except tf.errors.OpError as error:
+            if first and xla.first_run_failed(self._config, error):
+              raise xla.CompileFailed(error) from error
+            raise
+          first = False
     return last_loss
 
   def _train_session(self, entry, hooks, checkpoint):

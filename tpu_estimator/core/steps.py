@@ -46,13 +46,15 @@ class TrainStep(Built):
   update); `global_step` is read after the step (the loop) ran.  In a device loop,
   `iterations` is the loop length fed per run and `steps_run` the steps it ran.
   `compiles_step`: the session is to compile the step with XLA auto-clustering (the plan asked
-  for XLA and every op of the built step has a kernel: `xla.step_compiles`)."""
+  for XLA and every op of the built step has a kernel: `xla.step_compiles`); `compiled_loop`:
+  the loop is one XLA computation (compiled at its first run)."""
   loss: object
   train_op: object
   global_step: object
   iterations: object = None
   steps_run: object = None
   compiles_step: bool = False
+  compiled_loop: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +216,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
   return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
                    loss=loss, train_op=None, global_step=step_after, iterations=iterations,
-                   steps_run=steps_run, compiles_step=compiles_step)
+                   steps_run=steps_run, compiles_step=compiles_step, compiled_loop=whole)
 
 
 def _loop(plan, host_input, run_step, replica_step, captured, whole):

@@ -25,6 +25,7 @@ from tpu_estimator.specs import ModeKeys
 BATCH_SIZE_KEY = 'batch_size'
 CONTEXT_KEY = 'context'
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
+_WHOLE = (xla_lib.LOOP, xla_lib.AUTO)  # plans whose training loop's input is grouped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +40,8 @@ class Plan:
   `model_params`: the params `model_fn` gets (a private copy).  `config`: the estimator's
   RunConfig (model_dir filled in), `model_dir` its model_dir.  `xla`: what XLA is to compile
   (`xla.intent`): 'loop', the training loop as one computation, its input read a loop at a time
-  (`TPUConfig(xla=True)` on one replica); 'step', the training step alone; 'off'.  Whether the
+  (`TPUConfig(xla=True)` on one replica); 'auto', the same where it can be, else nothing
+  (`xla=None`); 'step', the training step alone; 'off'.  Whether the
   step compiles is known once it is built (`xla.step_compiles`).  `distribute`: the Estimator
   with a strategy from its RunConfig (`train_distribute`/`eval_distribute`): `model_fn` runs
   once per replica on consecutive elements of the one dataset `input_fn` returns, one step per
@@ -266,7 +268,7 @@ class Sharded(OneDevice):
                                     self.batch_axis, rows=plan.input_batch,
                                     uneven=plan.mode != ModeKeys.TRAIN,
                                     device=_input_device(plan),
-                                    group=plan.ipl[1] if plan.xla == xla_lib.LOOP else None)
+                                    group=plan.ipl[1] if plan.xla in _WHOLE else None)
 
 
 def _strategy_input(input_fn, plan, params):

@@ -29,25 +29,32 @@ none (a `tf.py_function`, string ops, `tf.print`), nothing is compiled and a war
 op types (a partly compiled step would cut the clusters around them and cost more than it
 saves).
 
-`xla=None` (the default) resolves to `DEFAULT` below, chosen by measurement
-(docs/design-decisions.md, "XLA-compiled training steps").  Evaluation and prediction are not
-compiled.
+`xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md,
+"XLA by default"): the whole loop is compiled, on one replica with static input shapes and no
+host_call, for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an earlier call
+with the same `input_fn` (whose graph later calls reuse: `pays`); anything else runs
+uncompiled, never the step alone.  Where the loop cannot be compiled (an op without an XLA kernel
+at build, a compilation error at its first run: `CompileFailed`) the call is built again
+uncompiled with one warning, and later calls of the estimator do not try again.  Evaluation
+and prediction are not compiled.
 """
 import logging
 import threading
+import weakref
 
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator import config as config_lib
 from tpu_estimator import quiet
 from tpu_estimator.updates import accumulation
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')
 
-# What `xla=None` means: see the module docstring.
-DEFAULT = config_lib.XLA_DEFAULT
+# `xla=None` compiles a call's loop when the call runs at least this many steps (or repeats an
+# earlier call's input_fn): about what a small model needs on CPU to win back the ~0.5 s a
+# compilation costs (docs/design-decisions.md, "XLA by default").
+AUTO_MIN_STEPS = 2000
 
 # Ops left out of the check: they are never part of a compiled cluster and do not need to be
 # (input reads, summaries that the device loop drops, control-flow and call wrappers whose
@@ -70,41 +77,80 @@ _registered = threading.Lock()
 _state = {'kernels': False}
 
 
-def wanted(config):
-  """Whether `config`'s TPUConfig asks for XLA (None → `DEFAULT`)."""
-  value = getattr(getattr(config, 'tpu_config', None), 'xla', None)
-  return DEFAULT if value is None else value
+def setting(config):
+  """`config`'s TPUConfig(xla=...): True, False, or None (automatic)."""
+  return getattr(getattr(config, 'tpu_config', None), 'xla', None)
 
 
-OFF, STEP, LOOP = 'off', 'step', 'loop'
+OFF, STEP, LOOP, AUTO = 'off', 'step', 'loop', 'auto'
+
+
+class Auto:
+  """What `xla=None` keeps of one estimator's training calls: the input_fns it trained with
+  (a call repeating one reuses its graph: compiling pays), and `refused`, why the model could
+  not be compiled (later calls do not try again)."""
+
+  def __init__(self):
+    self._seen = weakref.WeakSet()
+    self.refused = None
+
+  def compile_loop(self, config, input_fn, call_steps):
+    """Whether a training call of `call_steps` steps (None: until the input ends) with
+    `input_fn` is built for whole compilation (xla=True: always; the plan then decides
+    whether it can be)."""
+    if setting(config) is not None:
+      return True
+    try:
+      repeated = input_fn in self._seen
+      self._seen.add(input_fn)
+    except TypeError:  # not weakly referenceable: never seen as the same
+      repeated = False
+    if self.refused is not None:
+      return False
+    return repeated or (call_steps is not None and call_steps >= AUTO_MIN_STEPS)
+
+
+def first_run_failed(config, error):
+  """Whether `error`, raised by the first run of a loop compiled as a whole, is XLA failing to
+  compile it under xla=None (the call is then built again uncompiled: `CompileFailed`); with
+  xla=True the error is the answer."""
+  if setting(config) is not None or isinstance(error, tf.errors.OutOfRangeError):
+    return False
+  text = str(error)
+  return 'XLA' in text or 'xla' in text or 'compil' in text.lower()
 
 
 def intent(config, replicas, ipl, loop, compile_loop=True):
   """What XLA is to compile of one call (`Plan.xla`), decided with its plan, before model_fn
   and the input are seen (the built step may still fall back, see `whole_loop` and
-  `step_compiles`).  `LOOP`: the training loop as a whole: XLA wanted, one replica on this
-  machine (a computation runs on one device), a loop (`loop`) of a fixed number of steps
-  (`ipl`), no gradient accumulation, and not refused (`compile_loop=False`, after
-  `NotCompilable`).  `STEP`: the step alone, in any other training device loop that wants XLA,
-  except across workers.  `OFF` otherwise (evaluation, prediction, use_tpu=False)."""
-  if not loop or not wanted(config):
+  `step_compiles`).  `LOOP` (xla=True) or `AUTO` (xla=None): the training loop as a whole:
+  one replica on this machine (a computation runs on one device), a loop (`loop`) of a fixed
+  number of steps (`ipl`), no gradient accumulation, and not refused (`compile_loop=False`:
+  after `NotCompilable`, or xla=None where it does not pay).  `STEP`: with xla=True, the step
+  alone, in any other training device loop, except across workers.  `OFF` otherwise
+  (evaluation, prediction, use_tpu=False, xla=False)."""
+  value = setting(config)
+  if not loop or value is False:
     return OFF
+  whole = (compile_loop and replicas.num_replicas == 1 and ipl is not None and
+           ipl[0] == 'count' and accumulation.steps_of(config) == 1)
+  if value is None:
+    return AUTO if whole and replicas.kind != 'multi_worker' else OFF
   if replicas.kind == 'multi_worker':
     _log.warning('TPUConfig(xla=True): training across workers runs without XLA (its '
                  'collective all-reduce is not compiled by this build).')
     return OFF
-  if (compile_loop and replicas.num_replicas == 1 and ipl is not None and ipl[0] == 'count'
-      and accumulation.steps_of(config) == 1):
-    return LOOP
-  return STEP
+  return LOOP if whole else STEP
 
 
 def whole_loop(plan_xla, ungrouped):
-  """Whether a training loop planned with `plan_xla` is built as one computation: `LOOP`,
-  unless its input could not be grouped (`ungrouped`: why, logged)."""
+  """Whether a training loop planned with `plan_xla` is built as one computation: `LOOP` or
+  `AUTO`, unless its input could not be grouped (`ungrouped`: why, logged for `LOOP`)."""
   if plan_xla == LOOP and ungrouped:
     log_step_only(ungrouped)
-  return plan_xla == LOOP and not ungrouped
+  elif plan_xla == AUTO and ungrouped:
+    _log.debug('The training loop runs uncompiled: %s.', ungrouped)
+  return plan_xla in (LOOP, AUTO) and not ungrouped
 
 
 def missing_kernels(graph, operations, replicas):
@@ -122,11 +168,45 @@ def log_step_only(reason):
 
 class NotCompilable(Exception):
   """A training loop built for whole compilation cannot be compiled: build it again without.
-  `log`: the reason is to be logged (not where `step_compiles` names the ops again)."""
+  `log`: the reason is to be logged (not where `step_compiles` names the ops again);
+  `model`: the model itself cannot be compiled (not a structural reason such as host_call)."""
 
-  def __init__(self, reason, log=True):
+  def __init__(self, reason, log=True, model=False):
     super().__init__(reason)
     self.log = log
+    self.model = model
+
+
+class CompileFailed(NotCompilable):
+  """The first run of a loop compiled under xla=None failed (XLA could not compile it, e.g. an
+  op needing a compile-time constant): the call is built again uncompiled."""
+
+  def __init__(self, error):
+    super().__init__('XLA could not compile it: %s' % first_line(error), model=True)
+
+
+def first_line(error):
+  """The first line of an error's message that says something."""
+  text = getattr(error, 'message', None) or str(error)
+  lines = [line.strip() for line in text.splitlines()]
+  lines = [line for line in lines if line and line != 'Graph execution error:']
+  return lines[0] if lines else type(error).__name__
+
+
+def log_uncompiled(config, refusal):
+  """Says why a call whose loop was to be compiled whole is built again without (`refusal`:
+  `NotCompilable`): xla=True goes on with the step alone; xla=None goes on uncompiled, with a
+  warning where the model cannot be compiled and a debug line where the loop is not one
+  computation by design (a host_call)."""
+  if setting(config) is True:
+    if refusal.log:
+      log_step_only(refusal)
+  elif refusal.model:
+    _log.warning('The training loop runs without XLA (TPUConfig(xla=None) compiles it where '
+                 'it can): %s.  Training goes on uncompiled; pass TPUConfig(xla=False) to '
+                 'skip the attempt.', refusal)
+  else:
+    _log.debug('The training loop runs without XLA: %s.', refusal)
 
 
 def _ensure_kernels_registered():
@@ -181,12 +261,13 @@ def step_compiles(plan_xla, whole, graph, operations, replicas):
   `graph`'s loop) having an XLA kernel for the replicas' device; the warning names the ops
   otherwise.  A whole loop with such an op raises `NotCompilable`: it is built again without
   (as `STEP`, where this names the ops)."""
-  if plan_xla == OFF:
+  if plan_xla == OFF or (plan_xla == AUTO and not whole):
     return False
   missing = missing_kernels(graph, operations, replicas)
   if whole:
     if missing:
-      raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False)
+      raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False,
+                          model=True)
     return False  # the loop is one computation already: nothing left to cluster
   if missing:
     _log.warning('TPUConfig(xla=True): the training step runs without XLA: these ops in '
