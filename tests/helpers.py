@@ -118,3 +118,30 @@ class FinalValues(tf.compat.v1.train.SessionRunHook):
   def end(self, session):
     step, kernel = session.run([self._step, self._kernel])
     self._seen.update(global_step=int(step), kernel=kernel[0].tolist() if kernel else None)
+
+
+class XlaRunSpy(tf.compat.v1.train.SessionRunHook):
+  """Traces every run and records whether any node ran as a compiled XLA cluster, and whether
+  the whole loop ran as one computation (an `XlaLaunch`, and no model op run on its own)."""
+
+  def __init__(self):
+    self.compiled_runs = 0
+    self.whole_loop_runs = 0
+
+  def before_run(self, run_context):
+    del run_context
+    return tf.compat.v1.train.SessionRunArgs(
+        None, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
+
+  def after_run(self, run_context, run_values):
+    del run_context
+    nodes = [node for dev in run_values.run_metadata.step_stats.dev_stats
+             for node in dev.node_stats]
+    types = {node.timeline_label.split('=')[-1].split('(')[0].strip() for node in nodes}
+    # Auto-clustered steps run as `_XlaRun` nodes named `cluster_<n>_1/xla_run`; a loop
+    # compiled as a whole as one `XlaLaunch`.
+    if any(node.node_name.endswith('xla_run') for node in nodes) or 'XlaLaunch' in types:
+      self.compiled_runs += 1
+    if 'XlaLaunch' in types and not types & {'MatMul', 'ResourceApplyAdam',
+                                             'ResourceApplyGradientDescent'}:
+      self.whole_loop_runs += 1

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from helpers import NUM_CLASSES, NUM_FEATURES, dataset_input_fn, make_data
+from helpers import NUM_CLASSES, NUM_FEATURES, XlaRunSpy, dataset_input_fn, make_data
 from tpu_estimator.updates import precision
 
 v1 = tf.compat.v1
@@ -141,3 +141,32 @@ def test_float16_loss_scaling_still_applies_after_accumulation_ran_in_the_proces
                   train_batch_size=8).train(dataset_input_fn(x, y), max_steps=1)
   assert _float16_update(config, float('inf')) == 0.0
   assert _float16_update(config, 2.0) == -2.0  # a finite gradient is applied, unscaled
+
+
+@pytest.mark.parametrize('precision', ['mixed_bfloat16', 'mixed_float16'])
+def test_compiled_loop_trains_as_the_uncompiled_one(tmp_path, precision):
+  """The whole loop compiled by XLA (xla=True; the default for long or repeated calls) keeps
+  the low-precision math, float32 variables and, for float16, the skipped overflowing steps
+  and the lowered scale."""
+  x, y = make_data(96)
+  x = x * (2000.0 if precision == 'mixed_float16' else 1.0)
+  readers = {}
+  for xla in (False, True):
+    seen = {}
+    config = te.RunConfig(model_dir=str(tmp_path / str(xla)), tpu_config=te.TPUConfig(
+        iterations_per_loop=3, precision=precision, xla=xla))
+    est = te.TPUEstimator(_model_fn(seen), config=config, use_tpu=True, train_batch_size=8)
+    spy = XlaRunSpy()
+    est.train(dataset_input_fn(x, y, drop_remainder=True, repeat=False), hooks=[spy])
+    assert spy.whole_loop_runs == (4 if xla else 0)  # 12 batches in loops of 3
+    assert seen['dtype'] == (tf.bfloat16 if precision == 'mixed_bfloat16' else tf.float16)
+    readers[xla] = tf.train.load_checkpoint(str(tmp_path / str(xla)))
+  names = readers[False].get_variable_to_dtype_map()
+  assert readers[True].get_variable_to_dtype_map() == names
+  assert names['dense/kernel'] == tf.float32
+  for name in names:
+    np.testing.assert_allclose(readers[True].get_tensor(name), readers[False].get_tensor(name),
+                               rtol=2e-2, atol=1e-3, err_msg=name)
+  if precision == 'mixed_float16':
+    assert readers[True].get_tensor('global_step') == readers[False].get_tensor('global_step')
+    assert readers[False].get_tensor('global_step') < 12  # some steps overflowed: skipped

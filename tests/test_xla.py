@@ -10,37 +10,10 @@ import tensorflow as tf
 import tpu_estimator as te
 from tpu_estimator.distribute import host_input
 from tpu_estimator.distribute import xla
-from helpers import dataset_input_fn, make_data, make_model_fn
+from helpers import XlaRunSpy, dataset_input_fn, make_data, make_model_fn
 
 v1 = tf.compat.v1
 BATCH = 16
-
-
-class _XlaRunSpy(v1.train.SessionRunHook):
-  """Traces every run and records whether any node ran as a compiled XLA cluster, and whether
-  the whole loop ran as one computation (an `XlaLaunch`, and no model op run on its own)."""
-
-  def __init__(self):
-    self.compiled_runs = 0
-    self.whole_loop_runs = 0
-
-  def before_run(self, run_context):
-    del run_context
-    return v1.train.SessionRunArgs(
-        None, options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE))
-
-  def after_run(self, run_context, run_values):
-    del run_context
-    nodes = [node for dev in run_values.run_metadata.step_stats.dev_stats
-             for node in dev.node_stats]
-    types = {node.timeline_label.split('=')[-1].split('(')[0].strip() for node in nodes}
-    # Auto-clustered steps run as `_XlaRun` nodes named `cluster_<n>_1/xla_run`; a loop
-    # compiled as a whole as one `XlaLaunch`.
-    if any(node.node_name.endswith('xla_run') for node in nodes) or 'XlaLaunch' in types:
-      self.compiled_runs += 1
-    if 'XlaLaunch' in types and not types & {'MatMul', 'ResourceApplyAdam',
-                                             'ResourceApplyGradientDescent'}:
-      self.whole_loop_runs += 1
 
 
 def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3):
@@ -55,7 +28,7 @@ def _train(model_dir, model_fn, use_xla, shards=1, steps=5, static=True, rows=96
   """Trains to `steps`; `static`: the input batched with drop_remainder=True."""
   x, y = make_data(rows)
   est = _estimator(model_dir, model_fn, use_xla, shards)
-  spy = _XlaRunSpy()
+  spy = XlaRunSpy()
   est.train(dataset_input_fn(x, y, drop_remainder=static, repeat=repeat), max_steps=steps,
             hooks=[spy])
   return est, spy
@@ -167,21 +140,21 @@ def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path
       features, labels, mode, params)
   x, y = make_data(96)
   input_fn = dataset_input_fn(x, y, drop_remainder=True)
-  first, again = _XlaRunSpy(), _XlaRunSpy()
+  first, again = XlaRunSpy(), XlaRunSpy()
   auto = _calls(_estimator(tmp_path / 'auto', counted, None), input_fn, first, 4)
   assert first.compiled_runs == 0
   _calls(auto, input_fn, again, 3, 2)
   assert again.whole_loop_runs == again.compiled_runs > 0
   assert len(built) == 2  # built again once, compiled; the third call reuses that graph
-  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, _XlaRunSpy(), 4, 3,
+  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, XlaRunSpy(), 4, 3,
                  2)
   _assert_same_training(auto, plain)
   monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 9)
-  long_call = _XlaRunSpy()
+  long_call = XlaRunSpy()
   _calls(_estimator(tmp_path / 'long', model_fn, None), input_fn, long_call, 9)
   assert long_call.whole_loop_runs == long_call.compiled_runs > 0
   plain_long = _calls(_estimator(tmp_path / 'plain_long', model_fn, False), input_fn,
-                      _XlaRunSpy(), 9)
+                      XlaRunSpy(), 9)
   _assert_same_training(_estimator(tmp_path / 'long', model_fn, None), plain_long)
 
 
@@ -194,17 +167,17 @@ def test_default_goes_on_uncompiled_where_xla_fails_at_the_first_run(tmp_path, c
   model_fn = _with_extra_op(_needs_a_constant)
   x, y = make_data(96)
   input_fn = dataset_input_fn(x, y, drop_remainder=True)
-  spy = _XlaRunSpy()
+  spy = XlaRunSpy()
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
     auto = _calls(_estimator(tmp_path / 'auto', model_fn, None), input_fn, spy, 5, 4)
   warnings = [r.getMessage() for r in caplog.records if 'without XLA' in r.getMessage()]
   assert len(warnings) == 1 and 'compile-time constant' in warnings[0], warnings
   assert spy.compiled_runs == 0  # the failed run never reached after_run
-  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, _XlaRunSpy(), 5, 4)
+  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, XlaRunSpy(), 5, 4)
   _assert_same_training(auto, plain)
   assert auto.get_variable_value('global_step') == 9
   with pytest.raises(tf.errors.InvalidArgumentError, match='compile-time constant'):
-    _calls(_estimator(tmp_path / 'forced', model_fn, True), input_fn, _XlaRunSpy(), 5)
+    _calls(_estimator(tmp_path / 'forced', model_fn, True), input_fn, XlaRunSpy(), 5)
 
 
 def test_default_goes_on_uncompiled_with_an_op_without_an_xla_kernel(tmp_path, caplog,
@@ -212,7 +185,7 @@ def test_default_goes_on_uncompiled_with_an_op_without_an_xla_kernel(tmp_path, c
   monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
   x, y = make_data(96)
   input_fn = dataset_input_fn(x, y, drop_remainder=True)
-  spy = _XlaRunSpy()
+  spy = XlaRunSpy()
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
     auto = _calls(_estimator(tmp_path, _with_extra_op(_py_identity), None), input_fn, spy, 5, 4)
   warnings = [r.getMessage() for r in caplog.records if 'without XLA' in r.getMessage()]
@@ -241,7 +214,7 @@ def test_use_tpu_false_is_not_compiled(tmp_path):
   config = te.RunConfig(model_dir=str(tmp_path), tpu_config=te.TPUConfig(xla=True))
   est = te.TPUEstimator(make_model_fn(tpu=True), config=config, use_tpu=False,
                         train_batch_size=BATCH)
-  spy = _XlaRunSpy()
+  spy = XlaRunSpy()
   est.train(dataset_input_fn(x, y), max_steps=2, hooks=[spy])
   assert spy.compiled_runs == 0
   assert est.get_variable_value('global_step') == 2
@@ -270,7 +243,7 @@ def test_whole_loop_stops_at_the_step_whose_loss_is_not_finite(tmp_path):
   x = x.copy()
   x[85, 0] = np.nan  # the 6th batch of 16: the second loop of 3 steps
   est = _estimator(tmp_path, make_model_fn(tpu=True), True)
-  spy = _XlaRunSpy()
+  spy = XlaRunSpy()
   with pytest.raises(te.NanLossDuringTrainingError, match='global step 6'):
     est.train(dataset_input_fn(x, y, drop_remainder=True), steps=20, hooks=[spy])
   assert spy.whole_loop_runs >= 1
