@@ -57,9 +57,9 @@ def _train_in_fresh_process(model_dir, cache):
 
 
 def _entries(directory):
-  """{name: (inode, mtime_ns)}: a file written again (a compilation persisted anew, through a
-  temporary file and a rename) gets a new inode."""
-  return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns)
+  """{name: (inode, mtime_ns, size)}: a file written again (a compilation persisted anew,
+  through a temporary file and a rename) gets a new inode or modification time."""
+  return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size)
           for p in sorted(directory.iterdir()) if p.name.startswith('xla_compile_cache')}
 
 
@@ -112,8 +112,8 @@ def test_a_damaged_entry_is_replaced_and_training_goes_on(runs):
   # which ends training at step 0 as if the input had ended.
   assert 'removed 1 damaged entries' in runs['damaged']['stderr']
   assert runs['damaged']['step'] == STEPS
-  (name, (inode, _)), = runs['after_damaged'].items()
-  assert name in runs['after_cold'] and inode != runs['after_cold'][name][0]  # written anew
+  (name, (_, _, size)), = runs['after_damaged'].items()
+  assert name in runs['after_cold'] and size == runs['after_cold'][name][2]  # written anew
   assert compile_cache.is_whole(os.path.join(runs['damaged']['directory'], name))
 
 
