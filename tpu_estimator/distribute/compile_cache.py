@@ -109,13 +109,15 @@ def build_tag():
 
 
 def _cpu_signature():
-  """The CPU's model and instruction-set flags (Linux), else what `platform` says of it."""
+  """The CPU's model and instruction-set flags (Linux: x86, Arm, others' names for them), else
+  what `platform` says of it."""
   try:
     with open('/proc/cpuinfo', encoding='utf-8', errors='replace') as f:
       lines = f.read().split('\n\n')[0].splitlines()
   except OSError:
     return platform.processor()
-  keep = ('model name', 'flags', 'features', 'cpu model', 'isa')
+  keep = ('model name', 'flags', 'features', 'cpu model', 'isa', 'cpu implementer',
+          'cpu part', 'cpu variant')
   return '\n'.join(l for l in lines if l.split(':')[0].strip().lower() in keep)
 
 
