@@ -9,4 +9,8 @@ os.environ.setdefault('TF_FORCE_GPU_ALLOW_GROWTH', 'true')
 # Tests compare results with numpy formulas and between runs at float32 precision: on Ampere and
 # newer GPUs TensorFlow multiplies float32 matrices in TF32 (10-bit mantissa) unless told not to.
 os.environ.setdefault('NVIDIA_TF32_OVERRIDE', '0')
+# The XLA compilation cache across processes (tpu_estimator/distribute/compile_cache.py) is off in
+# tests and their children: they never write the user's ~/.cache, and no test loads an
+# executable an earlier run compiled.  tests/test_compile_cache.py turns it on in a tmp_path.
+os.environ.setdefault('TPU_ESTIMATOR_XLA_CACHE', 'off')
 sys.path.insert(0, os.path.dirname(__file__))

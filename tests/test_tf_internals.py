@@ -3,6 +3,10 @@
 Each test pins the behaviour one internal stands in for, in a bare graph, without an estimator:
 when a TensorFlow release moves or changes one, these fail first, naming it."""
 import gc
+import json
+import os
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -85,6 +89,45 @@ def test_registered_kernel_devices_lists_device_types():
 
 def test_enable_xla_cpu_auto_clustering_is_callable_again():
   internals.enable_xla_cpu_auto_clustering()  # xla.py calls it once on import; idempotent
+
+
+# A fresh process (TensorFlow reads its XLA flags once per process, and importing the package
+# reads them): _tf_internals loaded alone, by path, without the package.
+_READ_XLA_FLAGS_PROGRAM = r"""
+import importlib.util, json, os, sys
+import tensorflow as tf
+spec = importlib.util.spec_from_file_location('internals', sys.argv[1])
+internals = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(internals)
+internals.read_xla_flags_with('--tf_xla_persistent_cache_directory=' + sys.argv[2])
+env_after = os.environ.get('TF_XLA_FLAGS')
+internals.read_xla_flags_with('--tf_xla_persistent_cache_directory=' + sys.argv[3])  # too late
+v1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+  out = tf.xla.experimental.compile(lambda a: a * 2.0, [tf.constant(3.0)])
+with v1.Session(graph=graph) as session:
+  value = float(session.run(out)[0])
+from tensorflow.python.client import pywrap_tf_session
+print(json.dumps({'env_after': env_after, 'value': value,
+                  'cpu_global_jit': pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(False)}))
+"""
+
+
+def test_read_xla_flags_with_adds_flags_for_this_process_only(tmp_path):
+  first, late = tmp_path / 'first', tmp_path / 'late'
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TF_XLA_FLAGS='--tf_xla_cpu_global_jit=true')
+  proc = subprocess.run([sys.executable, '-c', _READ_XLA_FLAGS_PROGRAM, internals.__file__,
+                         str(first), str(late)], env=env, capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got['value'] == 6.0
+  assert got['env_after'] == '--tf_xla_cpu_global_jit=true'  # the environment put back
+  assert got['cpu_global_jit'] == 1  # the environment's own flag read, and left as it was
+  # The persistent compilation cache flag took effect: the executable was written there.
+  assert [p.name.startswith('xla_compile_cache') for p in first.iterdir()] == [True]
+  assert not late.exists()  # flags are read once: the second call changed nothing
 
 
 def _loop_op_types():

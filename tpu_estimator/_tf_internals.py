@@ -11,6 +11,7 @@ v1 optimizers and heads in `compat/` and `canned/` are the documented subclass A
 Checked on TensorFlow 2.16 and 2.21 unless a comment says otherwise.
 """
 import contextlib
+import os
 
 import tensorflow as tf
 # pylint: disable=g-direct-tensorflow-import,protected-access
@@ -105,6 +106,27 @@ def enable_xla_cpu_auto_clustering():
   """Lets sessions that ask for a jit level auto-cluster on CPU too (the process-wide switch
   `TF_XLA_FLAGS=--tf_xla_cpu_global_jit` sets; read once, by the process's first session)."""
   _pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(True)
+
+
+def read_xla_flags_with(extra_flags):
+  """Has TensorFlow read its XLA flags now, from `TF_XLA_FLAGS` with `extra_flags` (a string of
+  `--name=value` flags) after the environment's own, for this process only: the environment
+  variable is put back before returning, so child processes do not inherit them.  TensorFlow
+  reads these flags once per process, when one is first used (the first XLA compilation or
+  auto-clustering pass, or a setter such as `tf.config.optimizer.set_jit`): after that this
+  changes nothing.  There is no public setter for most of them (the persistent compilation
+  cache's among them)."""
+  saved = os.environ.get('TF_XLA_FLAGS')
+  os.environ['TF_XLA_FLAGS'] = ('%s %s' % (saved or '', extra_flags)).strip()
+  try:
+    # Any use of a flag reads them all; this setter returns the value it replaced: put back.
+    previous = _pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(False)
+    _pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(previous)
+  finally:
+    if saved is None:
+      del os.environ['TF_XLA_FLAGS']
+    else:
+      os.environ['TF_XLA_FLAGS'] = saved
 
 
 @contextlib.contextmanager

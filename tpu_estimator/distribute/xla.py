@@ -69,6 +69,7 @@ _IGNORED = frozenset([
 ])
 _JIT_DEVICE = {'gpu': 'XLA_GPU_JIT'}
 
+from tpu_estimator.distribute import compile_cache  # noqa: E402,F401  (activates on import)
 # Auto-clustering on CPU is off unless this process-wide flag is set, and TensorFlow reads it
 # once, when the first session of the process optimizes a graph: it is set on import.  It only
 # matters to sessions that ask for a jit level (ours when compiling; the default level is off).
