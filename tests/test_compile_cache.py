@@ -132,11 +132,14 @@ def _assert_cache_in(settings, root):
                            '--tf_xla_persistent_cache_device_types=CPU']
 
 
-def test_default_is_per_user_and_the_environment_variable_moves_it(tmp_path):
+def test_off_by_default_on_per_user_and_the_environment_variable_moves_it(tmp_path):
   xdg, home, moved = tmp_path / 'xdg', tmp_path / 'home', tmp_path / 'moved'
-  _assert_cache_in(compile_cache.settings({'XDG_CACHE_HOME': str(xdg), 'HOME': str(home)}),
+  assert compile_cache.settings({'HOME': str(home)}) == (None, '')
+  assert list(tmp_path.iterdir()) == []  # nothing written into the home directory
+  _assert_cache_in(compile_cache.settings({compile_cache.ENV: 'on', 'XDG_CACHE_HOME': str(xdg),
+                                           'HOME': str(home)}),
                    xdg / 'tpu-estimator' / 'xla')
-  _assert_cache_in(compile_cache.settings({'HOME': str(home)}),
+  _assert_cache_in(compile_cache.settings({compile_cache.ENV: 'yes', 'HOME': str(home)}),
                    home / '.cache' / 'tpu-estimator' / 'xla')
   _assert_cache_in(compile_cache.settings({compile_cache.ENV: str(moved), 'HOME': str(home)}),
                    moved)

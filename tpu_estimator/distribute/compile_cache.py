@@ -13,7 +13,12 @@ first `train()` of a restarted job finds the entry its first run wrote.
 Importing this module turns it on (`activate`): `distribute/xla.py` imports it just before the
 line that makes TensorFlow read its XLA flags.
 
-* Where: `$TPU_ESTIMATOR_XLA_CACHE` when set (`off`, `0`, `false`, `no`: no cache), else
+* Off unless asked for: TensorFlow 2.21 logs ERROR lines on every entry it loads (a text-format
+  parse before the binary one; on some Intel CPUs a "could lead to ... SIGILL" line about LLVM
+  tuning flags), which `TF_CPP_MIN_LOG_LEVEL=2` does not hide and Python cannot; for the
+  0.5-1.5 s a restart saves on CPU, that noise, and writing into the user's home at import,
+  are not a default (docs/design-decisions.md).
+* Where: `$TPU_ESTIMATOR_XLA_CACHE=<dir>`, or `=on` (`1`, `true`, `yes`) for
   `$XDG_CACHE_HOME/tpu-estimator/xla` or `~/.cache/tpu-estimator/xla`; entries go in a
   subdirectory per TensorFlow build and CPU (`tf-2.21.0-<hash>`): an executable compiled for
   another CPU (a shared home directory) or by another TensorFlow is never loaded.
@@ -42,6 +47,7 @@ _log = logging.getLogger('tpu_estimator')
 
 ENV = 'TPU_ESTIMATOR_XLA_CACHE'
 OFF = ('off', '0', 'false', 'no')
+ON = ('on', '1', 'true', 'yes')
 MAX_BYTES = 1 << 30
 _ENTRY_PREFIX = 'xla_compile_cache'  # TensorFlow's `tf_xla_persistent_cache_prefix` default
 _TAG_PREFIX = 'tf-'
@@ -89,11 +95,12 @@ def settings(environ):
 
 
 def base_directory(environ):
-  """The cache's root for `environ` (absolute), or None when it is turned off."""
+  """The cache's root for `environ` (absolute), or None when it is off (the default: see the
+  module docstring)."""
   chosen = environ.get(ENV, '').strip()
-  if chosen.lower() in OFF:
+  if not chosen or chosen.lower() in OFF:
     return None
-  if chosen:
+  if chosen.lower() not in ON:
     return os.path.abspath(os.path.expanduser(chosen))
   root = environ.get('XDG_CACHE_HOME') or os.path.join(
       environ.get('HOME') or os.path.expanduser('~'), '.cache')
