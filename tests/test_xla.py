@@ -16,8 +16,8 @@ v1 = tf.compat.v1
 BATCH = 16
 
 
-def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3):
-  config = te.RunConfig(model_dir=str(model_dir), tf_random_seed=1,
+def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3, **kwargs):
+  config = te.RunConfig(model_dir=str(model_dir), tf_random_seed=1, **kwargs,
                         tpu_config=te.TPUConfig(iterations_per_loop=ipl, num_shards=shards,
                                                 xla=use_xla))
   return te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
@@ -131,8 +131,8 @@ def _calls(est, input_fn, spy, *steps):
 
 
 def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path, monkeypatch):
-  """xla=None: a short call runs uncompiled; the next call with the same input_fn (its graph
-  is reused from then on) and a call of at least AUTO_MIN_STEPS steps compile the whole loop,
+  """xla=None: a short call runs uncompiled; the next call with the same input_fn, whose graph
+  is reused from then on, and a call of at least AUTO_MIN_STEPS steps compile the whole loop,
   with the results of xla=False."""
   model_fn = make_model_fn(tpu=True, optimizer='adam')
   built = []
@@ -149,6 +149,11 @@ def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path
   plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, XlaRunSpy(), 4, 3,
                  2)
   _assert_same_training(auto, plain)
+  # Calls that build their graph anew each time compile only when long enough.
+  rebuilt = XlaRunSpy()
+  _calls(_estimator(tmp_path / 'rebuilt', model_fn, None, reuse_train_graphs=False), input_fn,
+         rebuilt, 4, 3, 2)
+  assert rebuilt.compiled_runs == 0
   monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 9)
   long_call = XlaRunSpy()
   _calls(_estimator(tmp_path / 'long', model_fn, None), input_fn, long_call, 9)

@@ -205,6 +205,7 @@ class Estimator:
       finally:
         if finished and entry.reason is None:
           self._note_saved(entry, checkpoint)
+          self._xla_auto.kept(input_fn)
         self._keep_or_close(entry, finished)
       if stale:
         entry = None

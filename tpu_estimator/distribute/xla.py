@@ -32,7 +32,7 @@ saves).
 `xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md,
 "XLA by default"): the whole loop is compiled, on one replica with static input shapes and no
 host_call, for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an earlier call
-with the same `input_fn` (whose graph later calls reuse: `pays`); anything else runs
+with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`); anything else runs
 uncompiled, never the step alone.  Where the loop cannot be compiled (an op without an XLA kernel
 at build, a compilation error at its first run: `CompileFailed`) the call is built again
 uncompiled with one warning, and later calls of the estimator do not try again.  Evaluation
@@ -87,13 +87,20 @@ OFF, STEP, LOOP, AUTO = 'off', 'step', 'loop', 'auto'
 
 
 class Auto:
-  """What `xla=None` keeps of one estimator's training calls: the input_fns it trained with
-  (a call repeating one reuses its graph: compiling pays), and `refused`, why the model could
-  not be compiled (later calls do not try again)."""
+  """What `xla=None` keeps of one estimator's training calls: the input_fns whose call kept its
+  graph for the next one (a call repeating one will reuse what it builds: compiling pays), and
+  `refused`, why the model could not be compiled (later calls do not try again)."""
 
   def __init__(self):
-    self._seen = weakref.WeakSet()
+    self._kept = weakref.WeakSet()
     self.refused = None
+
+  def kept(self, input_fn):
+    """A training call with `input_fn` kept its graph for the next call with it."""
+    try:
+      self._kept.add(input_fn)
+    except TypeError:  # not weakly referenceable: never seen as the same
+      pass
 
   def compile_loop(self, config, input_fn, call_steps):
     """Whether a training call of `call_steps` steps (None: until the input ends) with
@@ -101,14 +108,13 @@ class Auto:
     whether it can be)."""
     if setting(config) is not None:
       return True
-    try:
-      repeated = input_fn in self._seen
-      self._seen.add(input_fn)
-    except TypeError:  # not weakly referenceable: never seen as the same
-      repeated = False
     if self.refused is not None:
       return False
-    return repeated or (call_steps is not None and call_steps >= AUTO_MIN_STEPS)
+    try:
+      reused = input_fn in self._kept
+    except TypeError:
+      reused = False
+    return reused or (call_steps is not None and call_steps >= AUTO_MIN_STEPS)
 
 
 def first_run_failed(config, error):
