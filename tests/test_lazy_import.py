@@ -76,3 +76,16 @@ def test_every_public_name_resolves_and_is_listed():
       ' te.model_to_estimator.__module__, hasattr(te, "no_such_name")]))')
   assert found == [[], [], [], True, 'InMemoryEvaluatorHook',
                    'tpu_estimator.keras_models.convert', False]
+
+
+def test_submodules_the_import_used_to_load_are_still_attributes():
+  found = _fresh(
+      'import json, tpu_estimator as te\n'
+      'print(json.dumps([te.training.train_and_evaluate is te.train_and_evaluate,'
+      ' te.cross_shard_optimizer.CrossShardOptimizer is te.CrossShardOptimizer,'
+      ' te.inputs.numpy_input_fn is te.numpy_input_fn,'
+      ' te.hooks.early_stopping.stop_if_no_decrease_hook'
+      ' is te.experimental.stop_if_no_decrease_hook,'
+      ' te.hooks.in_memory_eval.InMemoryEvaluatorHook.__name__,'
+      ' hasattr(te.hooks, "no_such_module")]))')
+  assert found == [True, True, True, True, 'InMemoryEvaluatorHook', False]

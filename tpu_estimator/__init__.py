@@ -46,8 +46,10 @@ _LAZY_NAMES.update(dict.fromkeys(
     ('BaselineClassifier', 'BaselineRegressor', 'DNNClassifier', 'DNNLinearCombinedClassifier',
      'DNNLinearCombinedRegressor', 'DNNRegressor', 'LinearClassifier', 'LinearRegressor'),
     'tpu_estimator.canned'))
-# Submodules reachable as attributes without importing them first (`tpu_estimator.canned`).
-_LAZY_MODULES = ('canned', 'experimental', 'export', 'inputs', 'keras_models')
+# Submodules reachable as attributes without importing them first (`tpu_estimator.canned`), as
+# when this module imported them all.
+_LAZY_MODULES = ('canned', 'cross_shard_optimizer', 'experimental', 'export', 'inputs',
+                 'keras_models', 'training')
 
 
 def __getattr__(name):
