@@ -3,7 +3,7 @@
   <python> benchmarks/original_compat_program.py --impl ours|orig [--use-tpu] [--num-shards N]
                                                  [--ipl 100] [--quick] [--t0 EPOCH_SECONDS]
                                                  [--optimizer v1_adam|elementwise_adam]
-                                                 [--keep-sklearn]
+                                                 [--keep-optional] [--ttfs-only]
 
 `--impl ours` imports `tpu_estimator`; `--impl orig` uses the original
 `tf.compat.v1.estimator.tpu` (run it with the reference venv: TF 2.15 + tensorflow-estimator).
@@ -25,6 +25,7 @@ Measures, in this one process (prints one `RESULT {json}` line):
   predict_*   predict examples/s (every per-example dict consumed), same three measures.
   eval_again_call  examples/s of evaluate() called again with the same input_fn and no hooks
               (median of 3 calls after a first): what train_and_evaluate's evaluations see.
+`--ttfs-only` stops after the time to the first step (a few seconds a sample).
 """
 import time
 
@@ -37,20 +38,26 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 
+# Optional packages that Keras (and TensorFlow's legacy Keras) import inside `import tensorflow`
+# when they are installed: scikit-learn (Keras' sklearn wrapper, ~0.9 s), pandas (Keras 3's
+# data adapters, ~0.25 s) and scipy (`scipy.sparse`).  This repo's demo/test extras install them
+# and the reference venv has none, so by default they are hidden from every process and both
+# implementations import the same packages; --keep-optional (or its old name --keep-sklearn)
+# measures with them.
+HIDDEN = ('sklearn', 'pandas', 'scipy')
+
+
 class _Hidden(importlib.abc.MetaPathFinder):
-  """Makes `import sklearn` fail, as in an environment without scikit-learn."""
+  """Makes `import sklearn` (pandas, scipy) fail, as in an environment without them."""
 
   def find_spec(self, fullname, path, target=None):
     del path, target
-    if fullname == 'sklearn' or fullname.startswith('sklearn.'):
-      raise ModuleNotFoundError("No module named 'sklearn' (hidden)", name=fullname)
+    if fullname.split('.')[0] in HIDDEN:
+      raise ModuleNotFoundError("No module named '%s' (hidden)" % fullname, name=fullname)
     return None
 
 
-# scikit-learn, which this repo's demo/test extras install and the reference venv lacks, makes
-# Keras import its sklearn wrapper inside `import tensorflow` (~0.9 s).  Hidden by default, so
-# both implementations import the same packages; --keep-sklearn measures with it.
-if '--keep-sklearn' not in sys.argv:
+if not {'--keep-optional', '--keep-sklearn'} & set(sys.argv):
   sys.meta_path.insert(0, _Hidden())
 
 import _common  # noqa: E402,F401  (sys.path, TF_CPP_MIN_LOG_LEVEL)
@@ -75,8 +82,11 @@ def main():
   parser.add_argument('--ipl', type=int, default=100)
   parser.add_argument('--quick', action='store_true')
   parser.add_argument('--optimizer', choices=M.OPTIMIZERS, default='v1_adam')
-  parser.add_argument('--keep-sklearn', action='store_true',
-                      help='do not hide scikit-learn (see the top of this file)')
+  parser.add_argument('--keep-optional', '--keep-sklearn', action='store_true',
+                      help='do not hide scikit-learn, pandas and scipy (see the top of this '
+                      'file)')
+  parser.add_argument('--ttfs-only', action='store_true',
+                      help='stop after the time to the first step')
   parser.add_argument('--t0', type=float, default=None,
                       help='epoch seconds taken by the parent just before spawning')
   args = parser.parse_args()
@@ -97,10 +107,11 @@ def main():
                             num_shards=args.num_shards, ipl=args.ipl,
                             optimizer=args.optimizer)
 
-  out = {'impl': args.impl, 'sklearn_hidden': not args.keep_sklearn, 'use_tpu': args.use_tpu,
+  out = {'impl': args.impl, 'optional_hidden': not args.keep_optional, 'use_tpu': args.use_tpu,
          'num_shards': args.num_shards, 'ipl': args.ipl, 'optimizer': args.optimizer,
          'tf': tf.__version__, 'python_start': T_PYTHON - t0,
-         'tf_imported': t_tf - t0, 'imported': t_imported - t0}
+         'tf_imported': t_tf - t0, 'imported': t_imported - t0,
+         'import_only': t_imported - t_tf}
   loop = args.use_tpu and args.impl == 'ours'
 
   # Time to first step: the first train() of this process, on a fresh model_dir.
@@ -114,6 +125,9 @@ def main():
   # Step 100 done: the 100th one-step run, or the first 100-step device loop.
   out['ttfs_call_to_step_100'] = hook.after[0 if loop else 99] - start
   out['first_run_steps'] = args.ipl if loop else 1
+  if args.ttfs_only:
+    print('RESULT ' + json.dumps(out), flush=True)
+    return
 
   # Training throughput.
   n1, n2 = (400, 1200) if args.quick else (1000, 3000)

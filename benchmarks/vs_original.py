@@ -2,6 +2,7 @@
 
   .venv/bin/python benchmarks/vs_original.py [--quick] [--rounds R] [--reference PYTHON]
                                              [--optimizer v1_adam|elementwise_adam]
+                                             [--keep-optional] [--ttfs-only]
 
 Runs benchmarks/original_compat_program.py as subprocesses (one fresh process per sample):
   orig       reference venv, tf.compat.v1.estimator.tpu, use_tpu=False (the original cannot
@@ -19,8 +20,13 @@ Targets (issue): train (small MLP) >= 2.5x original; evaluate and predict exampl
 original; time to first step <= original's; evaluate() called again (same input_fn, no hooks:
 train_and_evaluate's evaluations) >= 3x the original's per-call examples/s (issue 17).
 `--optimizer elementwise_adam` runs every config with the model_fn whose Adam is element-wise
-ops instead of tf.compat.v1.train.AdamOptimizer's fused kernel (see models.py).  scikit-learn
-is hidden from every process unless --keep-sklearn (see original_compat_program.py).
+ops instead of tf.compat.v1.train.AdamOptimizer's fused kernel (see models.py).
+scikit-learn, pandas and scipy are hidden from every process unless --keep-optional (see
+original_compat_program.py).  `--ttfs-only`: only the time to the first step (a few seconds a
+sample; default 9 rounds).  Before the rounds each interpreter byte-compiles the program and
+(ours) the package, as an installed package is: where PYTHONDONTWRITEBYTECODE is set, every fresh
+process would otherwise compile this checkout's modules again (~0.05 s), while both
+TensorFlows and tensorflow-estimator come compiled.
 """
 import argparse
 import json
@@ -53,8 +59,11 @@ METRICS = [
     ('ttfs_call_to_step_100', 'train() call -> step 100 done (s)', 3, False),
     ('tf_imported', 'spawn -> TF imported (s)', 2, False),
     ('imported', 'spawn -> estimator imported (s)', 2, False),
+    ('import_only', 'TF -> estimator imported (s)', 3, False),
     ('ttfs_process_to_first_run', 'spawn -> 1st run (s)', 2, False),
 ]
+TTFS_KEYS = ('ttfs_call_to_first_run', 'ttfs_call_to_step_100', 'tf_imported', 'imported',
+             'import_only', 'ttfs_process_to_first_run')
 TARGETS = {  # metric -> (target ratio ours/orig, higher is better)
     'train_steady': (2.5, True), 'train_diff': (2.5, True), 'train_call': (2.5, True),
     'eval_steady': (1.5, True), 'eval_diff': (1.5, True), 'eval_call': (1.5, True),
@@ -77,6 +86,12 @@ def spawn(python, extra, quick):
                                                   proc.stderr[-4000:]))
 
 
+def precompile(python, paths):
+  """Byte-compiles `paths` with `python` (what installing a package does)."""
+  subprocess.run([python, '-m', 'compileall', '-q'] + paths, check=False, capture_output=True,
+                 cwd=os.path.dirname(HERE))
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--quick', action='store_true', help='short smoke run (< 1 min)')
@@ -84,9 +99,11 @@ def main():
   parser.add_argument('--reference', default=os.environ.get('REFERENCE_PYTHON'),
                       help='the original\'s python (default: built by scripts/reference-venv.sh)')
   parser.add_argument('--optimizer', choices=M.OPTIMIZERS, default='v1_adam')
-  parser.add_argument('--keep-sklearn', action='store_true',
-                      help="don't hide scikit-learn from the processes (see "
+  parser.add_argument('--keep-optional', '--keep-sklearn', action='store_true',
+                      help="don't hide scikit-learn, pandas and scipy from the processes (see "
                            'original_compat_program.py)')
+  parser.add_argument('--ttfs-only', action='store_true',
+                      help='only the time to the first step')
   args = parser.parse_args()
   if args.reference is None:
     proc = subprocess.run(['bash', REFERENCE_SCRIPT], stdout=subprocess.PIPE, text=True,
@@ -98,10 +115,12 @@ def main():
   if not os.path.exists(args.reference):
     sys.exit('reference python not found: %s (bash scripts/reference-venv.sh builds one)'
              % args.reference)
-  rounds = args.rounds or (1 if args.quick else 5)
+  rounds = args.rounds or (1 if args.quick else 9 if args.ttfs_only else 5)
   optimizer = ['--optimizer', args.optimizer]
-  if args.keep_sklearn:
-    optimizer.append('--keep-sklearn')
+  if args.keep_optional:
+    optimizer.append('--keep-optional')
+  if args.ttfs_only:
+    optimizer.append('--ttfs-only')
   configs = [
       ('orig', args.reference, ['--impl', 'orig'] + optimizer),
       ('ours cpu', sys.executable, ['--impl', 'ours'] + optimizer),
@@ -112,17 +131,21 @@ def main():
                  (' (--quick)' if args.quick else ''))
   print('orig: %s, use_tpu=False | ours cpu: use_tpu=False | ours tpu1: use_tpu=True, 1 shard, '
         'ipl=100\nsmall MLP 64-256-10, batch 128, optimizer %s; %d round(s) of fresh '
-        'processes; scikit-learn %s' % (
+        'processes; %s' % (
             args.reference, args.optimizer, rounds,
-            'importable' if args.keep_sklearn else 'hidden in every process (the reference '
-            'venv has none)'), flush=True)
+            'scikit-learn, pandas, scipy importable' if args.keep_optional else
+            'scikit-learn, pandas, scipy hidden in every process (the reference venv has none)'),
+        flush=True)
+  precompile(args.reference, [HERE])
+  precompile(sys.executable, [HERE, os.path.join(os.path.dirname(HERE), 'tpu_estimator')])
   results = {name: [] for name, _, _ in configs}
   for r in range(rounds):
     for name, python, extra in configs:
       results[name].append(spawn(python, extra, args.quick))
     print('  round %d done (%s)' % (r + 1, M.load_note()), flush=True)
   tf_versions = {name: results[name][0]['tf'] for name, _, _ in configs}
-  med = {name: {k: M.median([res.get(k) for res in results[name]]) for k, _, _, _ in METRICS}
+  metrics = [m for m in METRICS if not args.ttfs_only or m[0] in TTFS_KEYS]
+  med = {name: {k: M.median([res.get(k) for res in results[name]]) for k, _, _, _ in metrics}
          for name, _, _ in configs}
   names = [name for name, _, _ in configs]
   print('\n  TF: ' + ', '.join('%s %s' % kv for kv in tf_versions.items()))
@@ -130,13 +153,13 @@ def main():
   best = {}
   for name in names:
     best[name] = {}
-    for key, _, _, higher in METRICS:
+    for key, _, _, higher in metrics:
       values = [res.get(key) for res in results[name] if res.get(key)]
       best[name][key] = (max(values) if higher else min(values)) if values else None
   print('  ratios: of medians, and [of best-of-rounds]; best = max rate / min time.')
   print('  %-34s %10s %10s %10s | %15s %15s | %s' % (('median',) + tuple(names) +
                                                      ('cpu/orig', 'tpu1/orig', 'target')))
-  for key, label, digits, _ in METRICS:
+  for key, label, digits, _ in metrics:
     row = [fmt(med[n][key], digits) for n in names]
     ratios, shown = [], []
     for n in ('ours cpu', 'ours tpu1'):

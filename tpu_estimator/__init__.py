@@ -7,47 +7,66 @@ from tpu_estimator import quiet as _quiet  # imports no TensorFlow: runs before 
 
 _quiet.quiet_startup()
 
+import importlib as _importlib  # pylint: disable=wrong-import-position
+
 import tensorflow as _tf  # pylint: disable=wrong-import-position
 
-from tpu_estimator import experimental
-from tpu_estimator import export
-from tpu_estimator import inputs
+# What every Estimator program uses is imported here; the rest (canned estimators, Keras
+# models, the train_and_evaluate driver, exporters, input helpers, the experimental hooks) on
+# first use, through `__getattr__` below: `import tpu_estimator` only pays for what the call
+# needs (docs/design-decisions.md, "Time to the first step").
 from tpu_estimator.config import InputPipelineConfig
-from tpu_estimator.checkpoints.state import CorruptCheckpointError
 from tpu_estimator.config import RunConfig as _CoreRunConfig
 from tpu_estimator.config import TPUConfig
 from tpu_estimator.config import TPURunConfig
 from tpu_estimator.config import parse_tf_config
-from tpu_estimator.cross_shard_optimizer import CrossShardOptimizer
 from tpu_estimator.errors import NanLossDuringTrainingError
 from tpu_estimator.errors import NoCheckpointError
 from tpu_estimator.estimator import Estimator
 from tpu_estimator.estimator import TPUEstimator
 from tpu_estimator.estimator import add_metrics
-from tpu_estimator.inputs import numpy_input_fn
-from tpu_estimator.inputs import pandas_input_fn
 from tpu_estimator.checkpoints.lock import ModelDirLockedError
 from tpu_estimator.specs import EstimatorSpec
 from tpu_estimator.specs import ModeKeys
 from tpu_estimator.specs import TPUEstimatorSpec
-from tpu_estimator.training import BestExporter
-from tpu_estimator.training import EvalSpec
-from tpu_estimator.training import Exporter
-from tpu_estimator.training import FinalExporter
-from tpu_estimator.training import LatestExporter
-from tpu_estimator.training import TrainSpec
-from tpu_estimator.training import train_and_evaluate
 from tpu_estimator.warm_starting import WarmStartSettings
-from tpu_estimator import canned  # pylint: disable=wrong-import-position (needs Estimator)
-from tpu_estimator.canned import BaselineClassifier
-from tpu_estimator.canned import BaselineRegressor
-from tpu_estimator.canned import DNNClassifier
-from tpu_estimator.canned import DNNLinearCombinedClassifier
-from tpu_estimator.canned import DNNLinearCombinedRegressor
-from tpu_estimator.canned import DNNRegressor
-from tpu_estimator.canned import LinearClassifier
-from tpu_estimator.canned import LinearRegressor
-from tpu_estimator.keras_models import model_to_estimator  # pylint: disable=wrong-import-position
+
+# name -> the module that defines it: imported when the name is first read.
+_LAZY_NAMES = {
+    'CorruptCheckpointError': 'tpu_estimator.checkpoints.state',
+    'CrossShardOptimizer': 'tpu_estimator.cross_shard_optimizer',
+    'numpy_input_fn': 'tpu_estimator.inputs',
+    'pandas_input_fn': 'tpu_estimator.inputs',
+    'model_to_estimator': 'tpu_estimator.keras_models',
+}
+_LAZY_NAMES.update(dict.fromkeys(
+    ('BestExporter', 'EvalSpec', 'Exporter', 'FinalExporter', 'LatestExporter', 'TrainSpec',
+     'train_and_evaluate'), 'tpu_estimator.training'))
+_LAZY_NAMES.update(dict.fromkeys(
+    ('BaselineClassifier', 'BaselineRegressor', 'DNNClassifier', 'DNNLinearCombinedClassifier',
+     'DNNLinearCombinedRegressor', 'DNNRegressor', 'LinearClassifier', 'LinearRegressor'),
+    'tpu_estimator.canned'))
+# Submodules reachable as attributes without importing them first (`tpu_estimator.canned`), as
+# when this module imported them all.
+_LAZY_MODULES = ('canned', 'cross_shard_optimizer', 'experimental', 'export', 'inputs',
+                 'keras_models', 'training')
+
+
+def __getattr__(name):
+  """Imports a lazily loaded name's module on first use (PEP 562) and keeps the value."""
+  if name in _LAZY_NAMES:
+    value = getattr(_importlib.import_module(_LAZY_NAMES[name]), name)
+  elif name in _LAZY_MODULES:
+    value = _importlib.import_module('tpu_estimator.' + name)
+  else:
+    raise AttributeError('module %r has no attribute %r' % (__name__, name))
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_LAZY_NAMES) | set(_LAZY_MODULES))
+
 
 # `RunConfig` here is the TPU one (as in tf.compat.v1.estimator.tpu); the Estimator's plain
 # RunConfig is `EstimatorRunConfig` (tf.estimator.RunConfig).  A TPU RunConfig is accepted by

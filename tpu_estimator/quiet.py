@@ -56,6 +56,12 @@ class _DropInternalMessages(logging.Filter):
 _filter = _DropInternalMessages()
 
 
+def dropped(record):
+  """Whether `internal_calls()` keeps `record` off the screen now (the progress bar, which
+  clears its line for every log record, need not clear it for this one)."""
+  return _depth > 0 and not _filter.filter(record)
+
+
 @contextlib.contextmanager
 def internal_calls():
   """Around a call the library makes into TensorFlow's TF1 APIs: no deprecation notices, no

@@ -88,9 +88,11 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
   It never moves the `checkpoint` state file back to an older step.
 
   It writes the graph (graph.pbtxt, and the graph and meta graph events for TensorBoard) on a
-  background thread while the first steps run, instead of before them: serializing a graph as
-  text takes 0.05-0.2 s per `train()` call (more with data embedded in the graph).  Everything
-  is written when `train()` returns; graph.pbtxt is replaced atomically.
+  background thread while the steps after the first run, instead of before them: serializing a
+  graph as text takes 0.05-0.2 s per `train()` call (more with data embedded in the graph), and
+  it is Python holding the GIL, so started at session creation it slowed the first run's
+  preparation on the main thread.  Everything is written when `train()` returns; graph.pbtxt
+  is replaced atomically.
   """
 
   def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, scaffold=None,
@@ -104,7 +106,7 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     self._step = periodic.StepAfterRun('CheckpointSaverHook', guess_single_steps=False)
     self._listeners = listeners or []
     self._save_graph_def = save_graph_def
-    self._graph_written = None
+    self._graph_written = self._graph_to_write = None
     self._at_start = False
     self._summary_writer = self._global_step = None
 
@@ -120,7 +122,7 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
   def after_create_session(self, session, coord):
     del coord
     global_step = session.run(self._global_step)
-    self._graph_written = _graph_writer().submit(self._write_graph, _v1.get_default_graph())
+    self._graph_to_write = _v1.get_default_graph()  # once the first run is done
     self._at_start = True
     try:
       self._save(session, global_step)  # the state at `global_step`, before any step
@@ -132,12 +134,19 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     del run_context
     return self._step.args()
 
+  def _start_writing_graph(self):
+    if self._graph_to_write is not None:
+      self._graph_written = _graph_writer().submit(self._write_graph, self._graph_to_write)
+      self._graph_to_write = None
+
   def after_run(self, run_context, run_values):
+    self._start_writing_graph()
     global_step = self._trigger.due_step(self._step, run_context, run_values)
     if global_step is not None and self._save(run_context.session, global_step):
       run_context.request_stop()
 
   def end(self, session):
+    self._start_writing_graph()
     if self._graph_written is not None:
       self._graph_written.result()  # raises what the writer raised
       self._graph_written = None

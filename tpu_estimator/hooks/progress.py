@@ -16,6 +16,7 @@ import time
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -251,14 +252,17 @@ class ProgressBarHook(_v1.train.SessionRunHook):
 
 
 class _ClearLineFilter(logging.Filter):
-  """Clears the bar before a log record is written (it passes every record)."""
+  """Clears the bar before a log record is written (it passes every record), except for the
+  notes `quiet.internal_calls()` drops: the checkpoint hook's graph writing logs those from its
+  background thread while the bar is showing."""
 
   def __init__(self, hook):
     super().__init__()
     self._hook = hook
 
   def filter(self, record):
-    self._hook.clear_line()
+    if not quiet.dropped(record):
+      self._hook.clear_line()
     return True
 
 
