@@ -25,7 +25,6 @@ from tpu_estimator.specs import ModeKeys
 BATCH_SIZE_KEY = 'batch_size'
 CONTEXT_KEY = 'context'
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
-_WHOLE = (xla_lib.LOOP, xla_lib.AUTO)  # plans whose training loop's input is grouped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +267,7 @@ class Sharded(OneDevice):
                                     self.batch_axis, rows=plan.input_batch,
                                     uneven=plan.mode != ModeKeys.TRAIN,
                                     device=_input_device(plan),
-                                    group=plan.ipl[1] if plan.xla in _WHOLE else None)
+                                    group=plan.ipl[1] if xla_lib.groups_input(plan.xla) else None)
 
 
 def _strategy_input(input_fn, plan, params):

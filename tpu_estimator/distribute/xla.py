@@ -150,6 +150,12 @@ def intent(config, replicas, ipl, loop, compile_loop=True):
   return LOOP if whole else STEP
 
 
+def groups_input(plan_xla):
+  """Whether a training loop planned with `plan_xla` is to be compiled whole, so its input is
+  read a loop's worth at a time (`HostInput(group=...)`)."""
+  return plan_xla in (LOOP, AUTO)
+
+
 def whole_loop(plan_xla, ungrouped):
   """Whether a training loop planned with `plan_xla` is built as one computation: `LOOP` or
   `AUTO`, unless its input could not be grouped (`ungrouped`: why, logged for `LOOP`)."""
@@ -157,7 +163,7 @@ def whole_loop(plan_xla, ungrouped):
     log_step_only(ungrouped)
   elif plan_xla == AUTO and ungrouped:
     _log.debug('The training loop runs uncompiled: %s.', ungrouped)
-  return plan_xla in (LOOP, AUTO) and not ungrouped
+  return groups_input(plan_xla) and not ungrouped
 
 
 def missing_kernels(graph, operations, replicas):
