@@ -56,10 +56,33 @@ DETERMINISTIC = ('no_decrease_tae', 'lower_tae', 'higher_tae_min_steps',
                  'np_b5_e3', 'np_b16_e1', 'np_train_labels')
 
 
+def _one_step_late(result):
+  """What the original gives when it stops one step after ours: its hooks fetch the global step
+  unordered with the train op, so on a loaded machine a read can lag by one step and the stop
+  comes a step later (seen in CI: 36 against 35).  When stopped inside train_and_evaluate,
+  the step it stops at is evaluated too."""
+  late = dict(result, final_step=result['final_step'] + 1)
+  if 'result_step' in result:
+    late['result_step'] = result['result_step'] + 1
+    late['eval_steps'] = result['eval_steps'] + [result['final_step'] + 1]
+  return late
+
+
+STOPPED_BY_A_HOOK = ('no_decrease_tae', 'lower_tae', 'higher_tae_min_steps',
+                     'written_no_increase', 'written_no_decrease_min_steps')
+
+
 @pytest.mark.parametrize('case', DETERMINISTIC)
 def test_same_as_the_original(runs, case):
+  """Ours is held to the original's result; where the original's own stop depends on timing,
+  to its on-time result (one step earlier than its late one, see _one_step_late)."""
   runs = reference.check(runs)
-  assert runs['ours'][case] == runs['orig'][case]
+  ours, orig = runs['ours'][case], runs['orig'][case]
+  if case in STOPPED_BY_A_HOOK and orig != ours and orig == _one_step_late(ours):
+    print('%s: the original stopped one step late (%d), its timing-dependent read of the '
+          'global step; ours stopped at %d' % (case, orig['final_step'], ours['final_step']))
+    return
+  assert ours == orig
 
 
 def test_asked_every_step_stops_on_the_step_it_said_stop(runs):
@@ -82,11 +105,18 @@ def test_asked_every_4_steps_stops_on_the_step_it_said_stop(runs):
 
 
 def test_train_and_evaluate_stops_on_the_evaluated_step(runs):
-  """The stop comes on the step whose evaluation showed no decrease for 10 steps (score is
-  lowest at 30), and the final evaluation is of that step: no step is trained past it."""
-  ours = reference.check(runs)['ours']['no_decrease_tae']
-  assert ours == {'final_step': 40, 'result_step': 40,
-                  'eval_steps': [5, 10, 15, 20, 25, 30, 35, 40]}
+  """The stop comes on the step whose evaluation met the condition (no decrease for 10 steps:
+  score is lowest at 30), and the final evaluation is of that step: no step is trained past
+  it.  Ours is pinned here because the original's own stop may come a step late."""
+  ours = reference.check(runs)['ours']
+  assert ours['no_decrease_tae'] == {'final_step': 40, 'result_step': 40,
+                                     'eval_steps': [5, 10, 15, 20, 25, 30, 35, 40]}
+  # score < 12 first at the eval of step 20 (score 11).
+  assert ours['lower_tae'] == {'final_step': 20, 'result_step': 20,
+                               'eval_steps': [5, 10, 15, 20]}
+  # score > 4.5 at steps >= 31 first at the eval of step 35 (score 6).
+  assert ours['higher_tae_min_steps'] == {'final_step': 35, 'result_step': 35,
+                                          'eval_steps': [5, 10, 15, 20, 25, 30, 35]}
 
 
 def test_numpy_input_fn_shuffled_same_rows_other_order(runs):
