@@ -3,6 +3,8 @@
 `model_fn`/`input_fn` programs written for `tf.compat.v1.estimator[.tpu]` run unchanged with
 their import pointed here; `TPUEstimator(use_tpu=True)` shards over TPU-less hardware too.
 """
+__version__ = '0.1.0'  # the package's version, in this one place (pyproject reads it)
+
 from tpu_estimator import quiet as _quiet  # imports no TensorFlow: runs before it is imported
 
 _quiet.quiet_startup()
