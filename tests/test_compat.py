@@ -548,12 +548,29 @@ def test_install_supports_legacy_import_styles(runs):
 def test_missing_legacy_names_explain_themselves(runs):
   (probe,) = _result(runs, 'probe')
   assert 'canned estimators' in probe['missing/tf.estimator.BoostedTreesClassifier']
+  # Boosted trees name why they cannot exist here (TensorFlow has no kernels for their ops),
+  # in both namespaces.
+  for key in ('missing/tf.estimator.BoostedTreesClassifier',
+              'missing/tf.compat.v1.estimator.BoostedTreesRegressor'):
+    assert probe[key].startswith('ERROR AttributeError') and 'no kernels' in probe[key]
   assert probe['canned/tf.estimator.DNNClassifier is ours'] is True
   assert 'tf.compat.v1.estimator.inputs' in probe['missing/tf.estimator.inputs']  # v1 only
   assert probe['missing/import canned'].startswith('ERROR ModuleNotFoundError')
   assert 'boosted_trees' in probe['missing/import canned']
   assert 'not among them' in probe['missing/import canned']
+  assert 'no kernels' in probe['missing/import canned']
   assert probe['canned/import dnn'] is True  # the original's module path, our estimator
+
+
+def test_boosted_trees_message_holds_on_this_tensorflow():
+  """The BoostedTrees names' message says TensorFlow has no kernels for their ops: true of
+  this TensorFlow (the ops are registered, every kernel is gone); should a release bring the
+  kernels back, this fails and the estimators can be built on them (issue 30)."""
+  from tpu_estimator import _tf_internals  # pylint: disable=import-outside-toplevel
+  ops = ('BoostedTreesEnsembleResourceHandleOp', 'BoostedTreesPredict',
+         'BoostedTreesUpdateEnsembleV2', 'BoostedTreesQuantileStreamResourceHandleOp')
+  assert {op: _tf_internals.registered_kernel_devices(op) for op in ops} == {
+      op: [] for op in ops}
 
 
 def test_without_tf_keras_compat_v1_layers_names_the_extra(runs):

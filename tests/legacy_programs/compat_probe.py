@@ -170,6 +170,8 @@ check('import/tpu_config.RunConfig is the TPU one', lambda: sys.modules[
 
 # --- what is not provided says so ------------------------------------------------------------
 check('missing/tf.estimator.BoostedTreesClassifier', lambda: tf.estimator.BoostedTreesClassifier)
+check('missing/tf.compat.v1.estimator.BoostedTreesRegressor',
+      lambda: tf.compat.v1.estimator.BoostedTreesRegressor)
 check('canned/tf.estimator.DNNClassifier is ours',
       lambda: tf.estimator.DNNClassifier is te.DNNClassifier)
 check('missing/tf.estimator.inputs', lambda: tf.estimator.inputs)

@@ -61,6 +61,16 @@ _MISSING_HINTS = {
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
                            'drive; use tf.nn.embedding_lookup in model_fn',
 }
+# Boosted trees (issue 30): tensorflow-estimator dropped them after 2.8 and TensorFlow 2.15+
+# registers their ops without kernels, so nothing could train or serve them here.
+_BOOSTED_TREES = ('the canned estimators BoostedTrees* left tensorflow-estimator after 2.8 '
+                  '(2.15 has none), and TensorFlow 2.15+ has no kernels for their '
+                  'BoostedTrees* ops (op registrations only), so neither the original nor '
+                  'tpu_estimator can train or serve them on this TensorFlow; use a '
+                  'gradient-boosting library (TensorFlow Decision Forests, XGBoost, LightGBM)')
+_MISSING_HINTS.update({name: _BOOSTED_TREES for name in (
+    'BoostedTreesClassifier', 'BoostedTreesRegressor', 'BoostedTreesEstimator',
+    'boosted_trees_classifier_train_in_memory', 'boosted_trees_regressor_train_in_memory')})
 _CANNED_MARKERS = ('Classifier', 'Regressor', 'Head', 'DNN', 'Linear', 'Baseline', 'KMeans',
                    'RNN', 'BoostedTrees', 'logit_fn')
 
@@ -386,8 +396,13 @@ def install(v2_modules, v1_modules):
     tf_modules.set_attr(module, 'estimator', mods['_v1'])
   found = finder()
   for prefix in ('tensorflow_estimator.', 'tensorflow.python.estimator.'):
-    found.missing[prefix] = lambda fullname: (
-        'No module named %r: tpu_estimator provides the Estimator/TPUEstimator core, the '
-        'v2 canned estimators and heads, early stopping and the input helpers of '
-        'tensorflow_estimator, from the modules listed in README.md, "Running legacy '
-        'programs"; this one is not among them.' % fullname)
+    found.missing[prefix] = _missing_module_message
+
+
+def _missing_module_message(fullname):
+  """The ModuleNotFoundError text for a legacy estimator module nobody provides."""
+  text = ('No module named %r: tpu_estimator provides the Estimator/TPUEstimator core, the '
+          'v2 canned estimators and heads, early stopping and the input helpers of '
+          'tensorflow_estimator, from the modules listed in README.md, "Running legacy '
+          'programs"; this one is not among them' % fullname)
+  return text + (': %s.' % _BOOSTED_TREES if 'boosted_trees' in fullname else '.')
