@@ -84,3 +84,15 @@ def test_strict_site_build_is_part_of_the_tests():
   assert re.search(r'^docs = \[.*mkdocs-material.*mkdocstrings\[python\]', (
       ROOT / 'pyproject.toml').read_text(), re.M)
   assert re.search(r'^\s*allow_inspection: false', (ROOT / 'mkdocs.yml').read_text(), re.M)
+
+
+def test_pages_the_package_names_exist():
+  """Error messages send users to documentation pages (`See docs/guides/....md`): each page a
+  message names exists and the site builds it."""
+  named = set()
+  for path in (ROOT / 'tpu_estimator').rglob('*.py'):
+    named.update(re.findall(r'docs/([\w/.-]+\.md)', path.read_text()))
+  assert 'guides/legacy-programs.md' in named  # the legacy-program messages' page
+  missing = sorted(page for page in named if not (DOCS / page).is_file())
+  assert not missing, missing
+  assert named <= set(_nav_pages())
