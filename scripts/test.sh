@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tests, in two runs; the exit status fails if either fails.
+# The tests, in two runs, then the documentation build; the exit status fails if any fails.
 #
 # 1. The newest TensorFlow: installs the project with its test extras into .venv (CPU-only
 #    TensorFlow) and runs the whole suite (arguments are passed on to this pytest run).
@@ -13,6 +13,8 @@
 #    first run and reused while complete. A TensorFlow release that moved one of those internals
 #    fails here rather than on a user's machine. Installing it needs the package index: when it
 #    cannot be installed this run fails; it is never skipped.
+# 3. The documentation site: scripts/docs.sh (`mkdocs build --strict` in .venv-docs, built on
+#    the first run; ~20 s once built): a broken link or API reference fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2
@@ -83,6 +85,14 @@ oldest_status=0
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$OLDEST_VENV/bin/python" -m pytest -q \
   -p no:cacheprovider "${CORE_TESTS[@]}" || oldest_status=$?
 
+# ---------------------------------------------------------------------------------------------
+# 3. The documentation site, built strictly.
+
+echo "=== The documentation site (mkdocs build --strict) ==="
+docs_status=0
+bash scripts/docs.sh || docs_status=$?
+
 echo "=== Newest TensorFlow: $( ((newest_status == 0)) && echo passed || echo "FAILED ($newest_status)");" \
-     "TensorFlow $OLDEST_TF core: $( ((oldest_status == 0)) && echo passed || echo "FAILED ($oldest_status)") ==="
-((newest_status == 0 && oldest_status == 0))
+     "TensorFlow $OLDEST_TF core: $( ((oldest_status == 0)) && echo passed || echo "FAILED ($oldest_status)");" \
+     "docs: $( ((docs_status == 0)) && echo passed || echo "FAILED ($docs_status)") ==="
+((newest_status == 0 && oldest_status == 0 && docs_status == 0))

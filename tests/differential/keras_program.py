@@ -7,8 +7,8 @@ Each model_fn builds its network with `tf.keras` inside `model_fn` and no layer 
 numbering is the point): a Dense MLP, Conv2D + BatchNormalization + Dropout (`training=` from
 the mode), a functional model with two inputs, a subclassed `tf.keras.Model` (with an L2
 regularizer, whose loss the model_fn adds) and a `Sequential`.  The update is a
-`tf.compat.v1.train` optimizer, the pattern the README recommends.  Weights start from
-deterministic initialisers and the data is fixed, so both sides compute the same numbers.
+`tf.compat.v1.train` optimizer, the pattern docs/guides/gpus-and-cpus.md recommends.  Weights
+start from deterministic initialisers and the data is fixed, so both sides compute the same numbers.
 
 tests/test_keras_model_fns.py imports this module for the same model_fns (`make_estimator`).
 """

@@ -22,7 +22,7 @@ from tpu_estimator import keras_models as _keras_models
 
 from tensorflow.python.saved_model.model_utils import export_output as _export_output
 
-README_SECTION = "See README.md, 'Running legacy programs'."
+README_SECTION = "See docs/guides/legacy-programs.md, 'Running legacy programs'."
 
 # ---------------------------------------------------------------------------------------------
 # What each legacy namespace holds: the original's public names (tensorflow-estimator 2.15).
@@ -403,6 +403,7 @@ def _missing_module_message(fullname):
   """The ModuleNotFoundError text for a legacy estimator module nobody provides."""
   text = ('No module named %r: tpu_estimator provides the Estimator/TPUEstimator core, the '
           'v2 canned estimators and heads, early stopping and the input helpers of '
-          'tensorflow_estimator, from the modules listed in README.md, "Running legacy '
-          'programs"; this one is not among them' % fullname)
+          'tensorflow_estimator, from the modules listed in '
+          'docs/guides/legacy-programs.md, "Running legacy programs"; this one is not among '
+          'them' % fullname)
   return text + (': %s.' % _BOOSTED_TREES if 'boosted_trees' in fullname else '.')
