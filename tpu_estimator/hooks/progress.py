@@ -9,7 +9,6 @@ terminal; non-interactive runs keep the original's INFO lines (`loss = ..., step
 `examples/sec` (= global_step/sec * global batch size) next to `global_step/sec`.
 """
 import logging
-import os
 import sys
 import time
 
@@ -60,49 +59,72 @@ def _rate(value):
   return '%.2f' % value
 
 
-def format_line(label, done, total, unit, rate=None, loss=None, elapsed=None, final=False,
-                width=80):
-  """One progress line, at most `width - 1` characters:
+# The widest bar, and the narrowest worth drawing (below it the line goes without one).
+_BAR_MAX, _BAR_MIN = 40, 10
 
-      train [########------------]  40/100 steps  40% | 12.5 steps/s | loss 0.3412 | ETA 0:05
 
-  Without a `total` there is no bar, percentage or ETA; when `final`, the elapsed time
-  replaces the ETA.
+def console_for(stream):
+  """A rich Console drawing on `stream` as on a terminal (the bar is drawn only on one, or
+  where `progress_bar=True` forces it). Its width is read from the terminal at every draw
+  (`COLUMNS` when set); colours follow rich's rules (`NO_COLOR`, `FORCE_COLOR`, `TERM`)."""
+  from rich.console import Console  # pylint: disable=import-outside-toplevel
+  return Console(file=stream, force_terminal=True, highlight=False)
+
+
+def render_line(console, label, done, total, unit, rate=None, loss=None, elapsed=None,
+                final=False):
+  """One progress line for `console`, a rich Text at most `console.width - 1` cells wide:
+
+      train ━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━━━━━━━━━━━━  40/100 steps  40% • 12.5 steps/s • loss 0.3412 • ETA 0:05
+
+  The bar takes what the terminal leaves (up to 40 cells) and is left out below 10; on a
+  terminal too narrow even then, the last parts go. Without a
+  `total` there is no bar, percentage or ETA; when `final`, the elapsed time replaces the ETA.
   """
-  parts = []
+  from rich.progress_bar import ProgressBar  # pylint: disable=import-outside-toplevel
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  width = console.width
+  parts = []  # (text, style)
   if rate is not None or done:
-    parts.append('%s %s/s' % (_rate(rate), unit))
+    parts.append(('%s %s/s' % (_rate(rate), unit), 'progress.data.speed'))
   if loss is not None:
-    parts.append('loss %.4g' % loss)
+    parts.append(('loss %.4g' % loss, 'bold'))
   if final or total is None:
     if elapsed is not None:
-      parts.append('%s elapsed' % _duration(elapsed))
+      parts.append(('%s elapsed' % _duration(elapsed), 'progress.elapsed'))
   elif rate:
-    parts.append('ETA %s' % _duration(max(total - done, 0) / rate))
+    parts.append(('ETA %s' % _duration(max(total - done, 0) / rate), 'progress.remaining'))
   else:
-    parts.append('ETA ?')
+    parts.append(('ETA ?', 'progress.remaining'))
+  separator = ' • ' if (console.encoding or '').lower().startswith('utf') else ' | '
+  line = Text(no_wrap=True, overflow='crop', end='')
+  line.append(label, 'progress.description')
   if total is None:
-    head = '%s %d %s' % (label, done, unit)
+    head = len(label) + len(' %d %s' % (done, unit))
+    line.append(' %d %s' % (done, unit), 'progress.download')
   else:
     fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
-    count = '%*d/%d %s %3d%%' % (len(str(total)), done, total, unit, int(fraction * 100))
-    tail_len = len(count) + sum(len(p) + 3 for p in parts)
-    # A fixed 20 columns, narrower only when the terminal is too narrow for the line.
-    bar_width = max(0, min(20, width - 1 - len(label) - 4 - tail_len))
-    if bar_width >= 8:
-      filled = int(fraction * bar_width)
-      head = '%s [%s%s] %s' % (label, '#' * filled, '-' * (bar_width - filled), count)
-    else:
-      head = '%s %s' % (label, count)
-  line = ' | '.join([head] + parts)
-  return line[:max(width - 1, 1)]
-
-
-def _terminal_width(stream, default=80):
-  try:
-    return os.get_terminal_size(stream.fileno()).columns or default
-  except (AttributeError, ValueError, OSError):
-    return default
+    count = '%*d/%d %s' % (len(str(total)), done, total, unit)
+    percent = ' %3d%%' % int(fraction * 100)
+    head = len(label) + 1 + len(count) + len(percent)
+    bar_width = min(_BAR_MAX, width - 2 - head - sum(len(separator) + len(p) for p, _ in parts))
+    if bar_width >= _BAR_MIN:
+      head += bar_width + 1
+      line.append(' ')
+      bar = ProgressBar(total=max(total, 1), completed=min(done, total) if total > 0 else 1,
+                        width=bar_width)
+      for segment in console.render(bar, console.options.update(width=bar_width)):
+        line.append(segment.text, segment.style)
+    line.append(' ' + count, 'progress.download')
+    line.append(percent, 'progress.percentage')
+  # Too narrow even without the bar: whole parts go, from the end, rather than half of one.
+  while parts and head + sum(len(separator) + len(p) for p, _ in parts) > width - 1:
+    parts.pop()
+  for text, style in parts:
+    line.append(separator)
+    line.append(text, style)
+  line.truncate(max(width - 1, 1))
+  return line
 
 
 def _resolve(value):
@@ -110,8 +132,9 @@ def _resolve(value):
 
 
 class ProgressBarHook(_v1.train.SessionRunHook):
-  """A one-line progress bar on `stream` (default sys.stderr), redrawn with '\\r' after each
-  `session.run` (at most every `min_interval` seconds) and ended with a newline in `end()`.
+  """A one-line progress bar drawn with rich on `stream` (default sys.stderr), redrawn in place
+  after each `session.run` (at most every `min_interval` seconds) and ended with a newline in
+  `end()`.
 
   What counts (each may be a tensor or a callable returning one, called in `begin()`):
     counter: a variable holding the count (e.g. the global step), read when the session
@@ -149,6 +172,7 @@ class ProgressBarHook(_v1.train.SessionRunHook):
     self._active = bar_enabled(self._enabled_arg, self._stream)
     if not self._active:
       return
+    self._console = console_for(self._stream)
     self._counter = _resolve(self._counter_arg)
     self._step = _resolve(self._step_arg)
     if self._step is None:
@@ -162,7 +186,7 @@ class ProgressBarHook(_v1.train.SessionRunHook):
     self._first = None  # (time, count) at the first run's end: rates exclude start-up
     self._rate = None
     self._last_draw = None
-    self._drawn = 0
+    self._drawn = False
     # Log records of the `tensorflow` logger (INFO lines when enabled, warnings) would be
     # appended to the bar's line: clear it first; the next update redraws it.
     self._log_filter = _ClearLineFilter(self)
@@ -226,29 +250,32 @@ class ProgressBarHook(_v1.train.SessionRunHook):
       except Exception:  # pylint: disable=broad-except
         pass
     self._draw(final=True)
-    self._stream.write('\n')
-    self._stream.flush()
-    self._drawn = 0
+    self._console.line()
+    self._drawn = False
     self._active = False
     _log.removeFilter(self._log_filter)
 
   def clear_line(self):
     """Blanks the bar's line (the cursor back at its start) if a bar is showing."""
     if self._active and self._drawn:
-      self._stream.write('\r%s\r' % (' ' * self._drawn))
-      self._stream.flush()
-      self._drawn = 0
+      self._console.control(_clear_line())
+      self._drawn = False
 
   # -- drawing ----------------------------------------------------------------------------------
   def _draw(self, final):
-    elapsed = time.time() - self._created
-    line = format_line(self._label, self._done, self._total, self._unit, rate=self._rate,
-                       loss=self._loss_value, elapsed=elapsed, final=final,
-                       width=_terminal_width(self._stream))
-    padding = ' ' * max(self._drawn - len(line), 0)
-    self._stream.write('\r' + line + padding)
-    self._stream.flush()
-    self._drawn = len(line)
+    line = render_line(self._console, self._label, self._done, self._total, self._unit,
+                       rate=self._rate, loss=self._loss_value,
+                       elapsed=time.time() - self._created, final=final)
+    with self._console:  # one write: the line is never seen half drawn
+      self._console.control(_clear_line())
+      self._console.print(line, end='')
+    self._drawn = True
+
+
+def _clear_line():
+  """Back to the line's start and blank it: '\\r' then 'erase line' (ESC [2K)."""
+  from rich.control import Control, ControlType  # pylint: disable=import-outside-toplevel
+  return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2))
 
 
 class _ClearLineFilter(logging.Filter):
