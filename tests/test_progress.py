@@ -72,36 +72,36 @@ def _console(width, file=None, **kwargs):
 
 
 def test_line_with_target():
-  line = progress.render_line(_console(120), 'train', 40, 100, 'steps', rate=12.5,
+  line = progress.Painter(_console(120)).line('train', 40, 100, 'steps', rate=12.5,
                               loss=0.34123)
   # The widest bar (40 cells, 16 of them done), then the figures.
   assert line.plain == ('train ' + '━' * 16 + '╺' + '━' * 23 + '  40/100 steps  40% • '
                         '12.5 steps/s • loss 0.3412 • ETA 0:05')
-  final = progress.render_line(_console(120), 'train', 100, 100, 'steps', rate=12.5,
+  final = progress.Painter(_console(120)).line('train', 100, 100, 'steps', rate=12.5,
                                loss=0.3, elapsed=8.2, final=True)
   assert final.plain == ('train ' + '━' * 40 + ' 100/100 steps 100% • 12.5 steps/s • '
                          'loss 0.3 • 0:08 elapsed')
-  # In colour: the bar's done and left parts differ, and each figure has its style.
-  console = _console(120, color_system='truecolor')
-  with console.capture() as captured:
-    console.print(line)
-  out = captured.get()
-  assert out.count('\x1b[') >= 6 and _plain(out).rstrip('\n') == line.plain, repr(out)
-  styles = {line.plain[span.start:span.end]: str(span.style) for span in line.spans}
-  assert styles['12.5 steps/s'] == 'progress.data.speed' and styles['ETA 0:05'] == (
-      'progress.remaining')
+  # In colour (rich's progress styles), and what is written is what the terminal shows.
+  colour = progress.Painter(_console(120, color_system='standard')).line(
+      'train', 40, 100, 'steps', rate=12.5, loss=0.34123)
+  assert _plain(colour.ansi) == colour.plain == line.plain
+  assert '\x1b[32m  40/100 steps\x1b[0m\x1b[35m  40%\x1b[0m' in colour.ansi, repr(colour.ansi)
+  assert '\x1b[31m12.5 steps/s\x1b[0m' in colour.ansi and '\x1b[36mETA 0:05' in colour.ansi
+  assert colour.ansi.count('\x1b[') >= 12  # the bar's done and left parts differ too
+  none = progress.Painter(_console(120, no_color=True)).line('train', 40, 100, 'steps')
+  assert not re.search(r'\x1b\[[0-9;]*3[0-9]', none.ansi), repr(none.ansi)  # no colour
 
 
 def test_line_unknown_target_and_narrow_terminals():
-  assert progress.render_line(_console(100), 'predict', 7, None, 'batches', rate=3.0,
+  assert progress.Painter(_console(100)).line('predict', 7, None, 'batches', rate=3.0,
                               elapsed=3725).plain == (
       'predict 7 batches • 3.00 batches/s • 1:02:05 elapsed')
-  assert progress.render_line(_console(100), 'train', 0, 10, 'steps').plain == (
+  assert progress.Painter(_console(100)).line('train', 0, 10, 'steps').plain == (
       'train ' + '━' * 40 + '  0/10 steps   0% • ETA ?')
   # The bar shrinks with the terminal, goes below 10 cells, then whole parts go from the end.
   widths = {}
   for columns in (100, 80, 66, 40):
-    widths[columns] = progress.render_line(_console(columns), 'train', 5, 10, 'steps',
+    widths[columns] = progress.Painter(_console(columns)).line('train', 5, 10, 'steps',
                                            rate=1.0, loss=1.0).plain
   assert [len(w) <= c - 1 for c, w in widths.items()] == [True] * 4, widths
   bar = lambda line: line.split(' ')[1]  # pylint: disable=unnecessary-lambda-assignment
@@ -109,10 +109,11 @@ def test_line_unknown_target_and_narrow_terminals():
   assert widths[80].endswith('  5/10 steps  50% • 1.00 steps/s • loss 1 • ETA 0:05')
   assert widths[66] == 'train  5/10 steps  50% • 1.00 steps/s • loss 1 • ETA 0:05'
   assert widths[40] == 'train  5/10 steps  50% • 1.00 steps/s'
-  # A terminal that cannot show '•' gets '|'.
-  ascii_line = progress.render_line(_console(100, io.TextIOWrapper(io.BytesIO(), encoding='ascii')), 'train', 5, 10, 'steps',
-                                    rate=1.0)
-  assert ' 50% | 1.00 steps/s | ETA 0:05' in ascii_line.plain
+  # A terminal that cannot show '•' or box drawing gets '|' and rich's ASCII bar.
+  ascii_console = _console(100, io.TextIOWrapper(io.BytesIO(), encoding='ascii'))
+  ascii_line = progress.Painter(ascii_console).line('train', 5, 10, 'steps', rate=1.0)
+  assert ascii_line.plain.startswith('train ' + '-' * 20) and '━' not in ascii_line.plain
+  assert ascii_line.plain.endswith('-  5/10 steps  50% | 1.00 steps/s | ETA 0:05')
 
 
 class _Terminal(io.StringIO):

@@ -346,8 +346,9 @@ _UNWRAPPED_WIDTH = 4096
 def _console(file, terminal, width=None):
   from rich.console import Console  # pylint: disable=import-outside-toplevel
   # No markup, emoji or highlighting: names and paths are printed as they are.
-  return Console(file=file, force_terminal=terminal, width=width, markup=False, emoji=False,
-                 highlight=False, color_system='auto' if terminal else None)
+  return Console(file=file, force_terminal=terminal, force_jupyter=False, width=width,
+                 markup=False, emoji=False, highlight=False,
+                 color_system='auto' if terminal else None)
 
 
 def _table(*columns):
