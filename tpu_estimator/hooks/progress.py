@@ -1,7 +1,8 @@
 """Progress reporting for `train`, `evaluate` and `predict`.
 
 `ProgressBarHook` draws one updating line on an interactive terminal (steps done/target,
-steps/s, loss, ETA), redrawn after each `session.run` (with device loops the count jumps by
+steps/s, loss, ETA) with rich's colours, bar and terminal width (`Painter`), redrawn after
+each `session.run` (with device loops the count jumps by
 `iterations_per_loop`).  `RunConfig(progress_bar=None)` means a bar only when the stream is a
 terminal; non-interactive runs keep the original's INFO lines (`loss = ..., step = ...`).
 

@@ -362,6 +362,61 @@ def _table(*columns):
   return table
 
 
+_FOLD = {'overflow': 'fold'}  # long names and paths fold at the terminal's edge, never cut
+
+
+def _checkpoint_table(info):
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  table = _table(('step', {'justify': 'right', 'style': 'cyan'}), ('saved', {}),
+                 ('checkpoint', _FOLD), ('', {}))
+  for c in info['checkpoints']:
+    if not c['exists']:
+      mark = Text('missing', style='red')
+    elif c['path'] == info['latest_checkpoint']:
+      mark = Text('latest', style='green')
+    else:
+      mark = ''
+    table.add_row(str(c['step'] if c['step'] is not None else '?'), _when(c['time']),
+                  _relative(c['path'], info['model_dir']), mark)
+  return table
+
+
+def _variable_table(info):
+  table = _table(('variable', _FOLD), ('dtype', {'style': 'magenta'}), ('shape', {}))
+  for v in info['variables']:
+    table.add_row(v['name'], v['dtype'] or '?', '[%s]' % ', '.join(str(d) for d in v['shape']))
+  return table
+
+
+def _evaluation_table(evaluations):
+  """A column per eval directory, a row per metric: side by side, the directories compare."""
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  names = list(evaluations)
+  metrics = sorted({k for ev in evaluations.values() for k in ev['metrics']})
+  table = _table(('', {'style': 'bold'}), *[(name, {'justify': 'right'}) for name in names])
+  runs = [evaluations[n] for n in names]
+  table.add_row('global step', *[str(ev['step']) if ev['step'] is not None
+                                 else Text('no results', style='yellow') for ev in runs])
+  table.add_row('saved', *[_when(ev['time']) if ev['step'] is not None else '' for ev in runs])
+  for key in metrics:
+    table.add_row(key, *[_number(ev['metrics'][key]) if key in ev['metrics'] else '-'
+                         for ev in runs])
+  return table
+
+
+def _export_table(info):
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  table = _table(('export', _FOLD), ('saved', {}), ('tags', {}), ('signatures', _FOLD))
+  for ex in info['exports']:
+    path, saved = _relative(ex['path'], info['model_dir']), _when(ex['time'])
+    if ex['meta_graphs'] is None:
+      table.add_row(path, saved, '', Text('not read', style='yellow'))
+    for mg in ex['meta_graphs'] or ():
+      table.add_row(path, saved, ', '.join(mg['tags']), ', '.join(mg['signatures']) or '-')
+      path, saved = '', ''  # once per export
+  return table
+
+
 def print_report(info, console):
   """Prints what `tpu-estimator inspect` shows for a dict from `inspect_model_dir` on a rich
   Console: a title and a table per part (checkpoints, variables, evaluations, exports), then
@@ -375,66 +430,20 @@ def print_report(info, console):
     if table is not None:
       console.print(Padding(table, (0, 0, 0, 2), expand=False))
 
-  root = info['model_dir']
-  console.print(Text.assemble(('Model directory: ', 'bold'), root))
-  fold = {'overflow': 'fold'}  # long names and paths fold at the terminal's edge, never cut
-
-  checkpoints = info['checkpoints']
-  table = _table(('step', {'justify': 'right', 'style': 'cyan'}), ('saved', {}),
-                 ('checkpoint', fold), ('', {}))
-  for c in checkpoints:
-    if not c['exists']:
-      mark = Text('missing', style='red')
-    elif c['path'] == info['latest_checkpoint']:
-      mark = Text('latest', style='green')
-    else:
-      mark = ''
-    table.add_row(str(c['step'] if c['step'] is not None else '?'), _when(c['time']),
-                  _relative(c['path'], root), mark)
-  section('Checkpoints (%d, oldest first)' % len(checkpoints), table)
-
-  variables = info['variables']
-  table = _table(('variable', fold), ('dtype', {'style': 'magenta'}), ('shape', {}))
-  for v in variables:
-    table.add_row(v['name'], v['dtype'] or '?', '[%s]' % ', '.join(str(d) for d in v['shape']))
+  console.print(Text.assemble(('Model directory: ', 'bold'), info['model_dir']))
+  section('Checkpoints (%d, oldest first)' % len(info['checkpoints']), _checkpoint_table(info))
   section('Variables in %s (%d variables, %s values)' % (
-      os.path.basename(info['latest_checkpoint']), len(variables),
-      '{:,}'.format(info['num_values'])), table)
-
-  evaluations = info['evaluations']
-  if evaluations:
-    # A column per eval directory, a row per metric: side by side, the directories compare.
-    names = list(evaluations)
-    metrics = sorted({k for ev in evaluations.values() for k in ev['metrics']})
-    table = _table(('', {'style': 'bold'}),
-                   *[(name, {'justify': 'right'}) for name in names])
-    table.add_row('global step', *[str(evaluations[n]['step']) if evaluations[n]['step']
-                                   is not None else Text('no results', style='yellow')
-                                   for n in names])
-    table.add_row('saved', *[_when(evaluations[n]['time']) if evaluations[n]['step']
-                             is not None else '' for n in names])
-    for key in metrics:
-      table.add_row(key, *[_number(evaluations[n]['metrics'][key])
-                           if key in evaluations[n]['metrics'] else '-' for n in names])
-    section('Evaluations (latest results per eval directory)', table)
+      os.path.basename(info['latest_checkpoint']), len(info['variables']),
+      '{:,}'.format(info['num_values'])), _variable_table(info))
+  if info['evaluations']:
+    section('Evaluations (latest results per eval directory)',
+            _evaluation_table(info['evaluations']))
   else:
     section('Evaluations: none (no eval or eval_<name> directory).')
-
-  exports = info['exports']
-  if exports:
-    table = _table(('export', fold), ('saved', {}), ('tags', {}),
-                   ('signatures', {'overflow': 'fold'}))
-    for ex in exports:
-      path, saved = _relative(ex['path'], root), _when(ex['time'])
-      if ex['meta_graphs'] is None:
-        table.add_row(path, saved, '', Text('not read', style='yellow'))
-      for mg in ex['meta_graphs'] or ():
-        table.add_row(path, saved, ', '.join(mg['tags']), ', '.join(mg['signatures']) or '-')
-        path, saved = '', ''  # once per export
-    section('Exports (%d)' % len(exports), table)
+  if info['exports']:
+    section('Exports (%d)' % len(info['exports']), _export_table(info))
   else:
     section('Exports: none found (export/*/<timestamp>; pass --exports DIR for others).')
-
   for warning in info['warnings']:
     console.print()
     console.print(Text.assemble(('Warning: ', 'bold yellow'), warning))
