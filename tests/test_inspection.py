@@ -4,6 +4,7 @@ import argparse
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,32 +114,89 @@ def test_eval_results_follow_the_latest_step(model, tmp_path):
   assert (step, values) == (30, {'accuracy': 3.0})
 
 
+def _rows(report, title):
+  """The rows of the table under `title` in a report, each a list of its cells (split on runs
+  of 2+ spaces), the header first, the rule left out."""
+  lines = report.splitlines()
+  start = lines.index(title) + 1
+  rows = []
+  for line in lines[start:]:
+    if not line.strip():
+      break
+    if set(line.strip()) != {'─'}:
+      rows.append(re.split(r'\s{2,}', line.strip()))
+  return rows
+
+
 def test_format_report(model):
   info = inspection.inspect_model_dir(model['model_dir'])
   report = inspection.format_report(info)
   lines = report.splitlines()
   assert lines[0] == 'Model directory: %s' % model['model_dir']
-  assert 'Checkpoints (3, oldest first):' in lines
-  assert 'Variables in model.ckpt-10 (3 variables, 16 values):' in lines
-  assert any(l.split()[:1] == ['10'] and l.endswith('model.ckpt-10  (latest)') for l in lines)
-  assert any(l.split() == ['dense/kernel', 'float32', '[4,', '3]'] for l in lines), report
-  assert any(l.startswith('  eval: global step 10 (') and 'accuracy = ' in l for l in lines)
-  assert any(l.startswith('  eval_holdout: global step 10 (') for l in lines)
+  assert '\x1b' not in report and all(l == l.rstrip() for l in lines)
+  assert _rows(report, 'Checkpoints (3, oldest first)') == [
+      ['step', 'saved', 'checkpoint']] + [
+          [str(c['step']), inspection._when(c['time']), c['name']]  # pylint: disable=protected-access
+          + (['latest'] if c['step'] == 10 else []) for c in info['checkpoints']]
+  assert _rows(report, 'Variables in model.ckpt-10 (3 variables, 16 values)') == [
+      ['variable', 'dtype', 'shape'], ['dense/bias', 'float32', '[3]'],
+      ['dense/kernel', 'float32', '[4, 3]'], ['global_step', 'int64', '[]']]
+  evals = _rows(report, 'Evaluations (latest results per eval directory)')
+  assert evals[0] == ['eval', 'eval_holdout'] and evals[1] == ['global step', '10', '10']
+  assert [r[0] for r in evals[3:]] == ['accuracy', 'loss', 'mean_label'], evals
+  accuracy = [float(v) for v in evals[3][1:]]
+  assert accuracy == pytest.approx([float(model['results']['accuracy']),
+                                    float(model['holdout']['accuracy'])], rel=1e-5)
   relative = os.path.relpath(model['best'], model['model_dir'])
-  assert any(l.startswith('  %s  (' % relative) for l in lines), report
-  assert '      tags [serve]: signatures serving_default' in lines
+  exports = _rows(report, 'Exports (1)')
+  assert exports[0] == ['export', 'saved', 'tags', 'signatures']
+  assert exports[1][0] == relative and exports[1][2:] == ['serve', 'serving_default'], exports
   assert model['other'] not in report  # only with --exports
 
 
-def test_cli_handler(model):
+class _Terminal(io.StringIO):
+
+  def isatty(self):
+    return True
+
+
+def _screen(output):
+  return re.sub(r'\x1b\[[0-9;?]*[A-Za-z]', '', output).splitlines()
+
+
+def test_cli_handler(model, monkeypatch):
   code, out, err = _run(['inspect', model['model_dir'], '--exports', model['other_base']])
   assert (code, err) == (0, '')
   assert out.startswith('Model directory: %s\n' % model['model_dir'])
   assert os.path.basename(model['other']) in out and model['other_base'] in out
+  assert '\x1b' not in out  # a pipe or a file: no colour, nothing wrapped
+  assert any(l.startswith('  ' + model['other']) for l in out.splitlines()), out
 
+  # On a terminal: colours, and the tables fit its width (long paths fold, not cut).
+  monkeypatch.setenv('COLUMNS', '60')
+  args = _parser().parse_args(['inspect', model['model_dir'], '--exports', model['other_base']])
+  terminal = _Terminal()
+  assert args.handler(args, out=terminal, err=io.StringIO()) == 0
+  shown = terminal.getvalue()
+  assert '\x1b[1m' in shown and '\x1b[32mlatest' in shown, repr(shown[:400])
+  screen = _screen(shown)
+  assert max(len(l) for l in screen) <= 60, screen
+  assert 'Checkpoints (3, oldest first)' in screen and 'Exports (2)' in screen
+  header = screen.index('Exports (2)') + 1
+  column = slice(2, screen[header].index('saved'))
+  first_cells = ''.join(l[column].strip() for l in screen[header + 2:])
+  assert model['other'] in first_cells, screen[header:]  # folded over lines, whole
+
+  # --json: the dict as it was, byte for byte.
   code, out, err = _run(['inspect', model['model_dir'], '--json'])
   assert code == 0
+  assert out == json.dumps(inspection.inspect_model_dir(model['model_dir']), indent=2,
+                           sort_keys=True) + '\n'
   assert [c['step'] for c in json.loads(out)['checkpoints']] == [0, 5, 10]
+  terminal = _Terminal()
+  args = _parser().parse_args(['inspect', model['model_dir'], '--json'])
+  assert args.handler(args, out=terminal, err=io.StringIO()) == 0
+  assert terminal.getvalue() == out  # on a terminal too
 
 
 def test_cli_errors_name_the_directory(tmp_path):
@@ -181,7 +239,9 @@ def test_moved_dir_and_missing_state_file(model, tmp_path):
             'all_model_checkpoint_paths: "model.ckpt-10"\n')
   info = inspection.inspect_model_dir(moved)
   assert info['latest_checkpoint'] == os.path.join(moved, 'model.ckpt-5')
-  assert '  10  ' in inspection.format_report(info)
+  rows = _rows(inspection.format_report(info), 'Checkpoints (2, oldest first)')
+  assert [(r[0], r[2:]) for r in rows[1:]] == [('5', ['model.ckpt-5', 'latest']),
+                                               ('10', ['model.ckpt-10'])], rows
 
   # Naming only checkpoints that are gone: the *.index files are listed instead.
   with open(os.path.join(moved, 'checkpoint'), 'w') as f:

@@ -1,15 +1,17 @@
 """Progress reporting for `train`, `evaluate` and `predict`.
 
 `ProgressBarHook` draws one updating line on an interactive terminal (steps done/target,
-steps/s, loss, ETA), redrawn after each `session.run` (with device loops the count jumps by
+steps/s, loss, ETA) with rich's colours, bar and terminal width (`Painter`), redrawn after
+each `session.run` (with device loops the count jumps by
 `iterations_per_loop`).  `RunConfig(progress_bar=None)` means a bar only when the stream is a
 terminal; non-interactive runs keep the original's INFO lines (`loss = ..., step = ...`).
 
 `ExamplesPerSecondHook` is the original TPUEstimator's: a `StepCounterHook` that writes
 `examples/sec` (= global_step/sec * global batch size) next to `global_step/sec`.
 """
+import collections
 import logging
-import os
+import re
 import sys
 import time
 
@@ -60,49 +62,115 @@ def _rate(value):
   return '%.2f' % value
 
 
-def format_line(label, done, total, unit, rate=None, loss=None, elapsed=None, final=False,
-                width=80):
-  """One progress line, at most `width - 1` characters:
+# The widest bar, and the narrowest worth drawing (below it the line goes without one).
+_BAR_MAX, _BAR_MIN = 40, 10
+# Back to the line's start and blank it (what rich's live display writes for a one-line view).
+CLEAR = '\r\x1b[2K'
+_SGR = re.compile('\x1b\\[[0-9;]*m')  # colours and attributes: no cells on the screen
 
-      train [########------------]  40/100 steps  40% | 12.5 steps/s | loss 0.3412 | ETA 0:05
 
-  Without a `total` there is no bar, percentage or ETA; when `final`, the elapsed time
-  replaces the ETA.
-  """
-  parts = []
-  if rate is not None or done:
-    parts.append('%s %s/s' % (_rate(rate), unit))
-  if loss is not None:
-    parts.append('loss %.4g' % loss)
-  if final or total is None:
-    if elapsed is not None:
-      parts.append('%s elapsed' % _duration(elapsed))
-  elif rate:
-    parts.append('ETA %s' % _duration(max(total - done, 0) / rate))
-  else:
-    parts.append('ETA ?')
-  if total is None:
-    head = '%s %d %s' % (label, done, unit)
-  else:
-    fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
-    count = '%*d/%d %s %3d%%' % (len(str(total)), done, total, unit, int(fraction * 100))
-    tail_len = len(count) + sum(len(p) + 3 for p in parts)
-    # A fixed 20 columns, narrower only when the terminal is too narrow for the line.
-    bar_width = max(0, min(20, width - 1 - len(label) - 4 - tail_len))
-    if bar_width >= 8:
-      filled = int(fraction * bar_width)
-      head = '%s [%s%s] %s' % (label, '#' * filled, '-' * (bar_width - filled), count)
+def console_for(stream):
+  """A rich Console drawing on `stream` as on a terminal (the bar is drawn only on one, or
+  where `progress_bar=True` forces it). Its width is read from the terminal at every line
+  (`COLUMNS` when set); colours follow rich's rules (`NO_COLOR`, `FORCE_COLOR`, `TERM`)."""
+  from rich.console import Console  # pylint: disable=import-outside-toplevel
+  # Not rich's Jupyter output (a new output cell per redraw): a notebook that forces the bar
+  # gets the text and its '\r', as on a terminal.
+  return Console(file=stream, force_terminal=True, force_jupyter=False, highlight=False)
+
+
+class Line(collections.namedtuple('Line', ['plain', 'ansi'])):
+  """A progress line or a piece of one: its text as the terminal shows it, and what is
+  written (with colours)."""
+
+
+_SPACE = Line(' ', ' ')
+
+
+class Painter:
+  """Progress lines for a rich Console. Rich decides how they look: the colours (its theme's
+  `progress.*` styles in the terminal's colour system, none under `NO_COLOR`), the bar (its
+  `ProgressBar`, in ASCII where the encoding has no box drawing) and the width (the
+  terminal's, read for every line). What rich renders is kept, each style's escape codes and
+  the bar at each fill, so a redraw joins strings: rich rendering the whole line took ~1.3 ms,
+  15 times the hand-drawn line, and the bar is drawn after every device loop."""
+
+  def __init__(self, console):
+    self.console = console
+    self.separator = ' • ' if (console.encoding or '').lower().startswith('utf') else ' | '
+    self._separator = Line(self.separator, self.separator)
+    self._codes = {}  # style name: (start, end) escape codes
+    self._bars = {}  # (width, filled halves): Line
+
+  def _ansi(self, renderable):
+    with self.console.capture() as captured:
+      self.console.print(renderable, end='')
+    return captured.get()
+
+  def styled(self, text, style):
+    """`text` in `style` (a style name of rich's theme)."""
+    codes = self._codes.get(style)
+    if codes is None:
+      from rich.text import Text  # pylint: disable=import-outside-toplevel
+      codes = self._codes[style] = tuple(self._ansi(Text('X', style=style)).split('X'))
+    return Line(text, codes[0] + text + codes[1])
+
+  def bar(self, width, done, total):
+    """rich's bar, `width` cells, `done` of `total` filled (by halves of a cell)."""
+    halves = width * 2 if total <= 0 else int(width * 2 * min(max(done, 0), total) / total)
+    line = self._bars.get((width, halves))
+    if line is None:
+      from rich.progress_bar import ProgressBar  # pylint: disable=import-outside-toplevel
+      ansi = self._ansi(ProgressBar(total=width * 2, completed=halves, width=width))
+      line = self._bars[(width, halves)] = Line(_SGR.sub('', ansi), ansi)
+    return line
+
+  def line(self, label, done, total, unit, rate=None, loss=None, elapsed=None, final=False):
+    """One progress line, at most `console.width - 1` cells wide:
+
+        train ━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━━━━━━━━━━━━  40/100 steps  40% • 12.5 steps/s • loss 0.3412 • ETA 0:05
+
+    The bar takes what the terminal leaves (up to 40 cells) and is left out below 10; on a
+    terminal too narrow even then, whole parts go from the end. Without a `total` there is no
+    bar, percentage or ETA; when `final`, the elapsed time replaces the ETA.
+    """
+    width = self.console.width
+    parts = []  # (text, style)
+    if rate is not None or done:
+      parts.append(('%s %s/s' % (_rate(rate), unit), 'progress.data.speed'))
+    if loss is not None:
+      parts.append(('loss %.4g' % loss, 'bold'))
+    if final or total is None:
+      if elapsed is not None:
+        parts.append(('%s elapsed' % _duration(elapsed), 'progress.elapsed'))
+    elif rate:
+      parts.append(('ETA %s' % _duration(max(total - done, 0) / rate), 'progress.remaining'))
     else:
-      head = '%s %s' % (label, count)
-  line = ' | '.join([head] + parts)
-  return line[:max(width - 1, 1)]
-
-
-def _terminal_width(stream, default=80):
-  try:
-    return os.get_terminal_size(stream.fileno()).columns or default
-  except (AttributeError, ValueError, OSError):
-    return default
+      parts.append(('ETA ?', 'progress.remaining'))
+    pieces = [self.styled(label, 'progress.description')]
+    if total is None:
+      pieces.append(self.styled(' %d %s' % (done, unit), 'progress.download'))
+    else:
+      fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
+      count = ' %*d/%d %s' % (len(str(total)), done, total, unit)
+      percent = ' %3d%%' % int(fraction * 100)
+      tail = sum(len(self.separator) + len(p) for p, _ in parts)
+      bar_width = min(_BAR_MAX, width - 2 - len(label) - len(count) - len(percent) - tail)
+      if bar_width >= _BAR_MIN:
+        pieces += [_SPACE, self.bar(bar_width, done, total)]
+      pieces += [self.styled(count, 'progress.download'),
+                 self.styled(percent, 'progress.percentage')]
+    room = width - 1 - sum(len(p.plain) for p in pieces)
+    if room < 0:  # narrower than the label and count: those, cut, without colours
+      plain = ''.join(p.plain for p in pieces)[:max(width - 1, 1)]
+      return Line(plain, plain)
+    # Too narrow for every part: whole parts go, from the end, rather than half of one.
+    for text, style in parts:
+      room -= len(self.separator) + len(text)
+      if room < 0:
+        break
+      pieces += [self._separator, self.styled(text, style)]
+    return Line(''.join(p.plain for p in pieces), ''.join(p.ansi for p in pieces))
 
 
 def _resolve(value):
@@ -110,8 +178,9 @@ def _resolve(value):
 
 
 class ProgressBarHook(_v1.train.SessionRunHook):
-  """A one-line progress bar on `stream` (default sys.stderr), redrawn with '\\r' after each
-  `session.run` (at most every `min_interval` seconds) and ended with a newline in `end()`.
+  """A one-line progress bar drawn with rich on `stream` (default sys.stderr), redrawn in place
+  after each `session.run` (at most every `min_interval` seconds) and ended with a newline in
+  `end()`.
 
   What counts (each may be a tensor or a callable returning one, called in `begin()`):
     counter: a variable holding the count (e.g. the global step), read when the session
@@ -149,6 +218,7 @@ class ProgressBarHook(_v1.train.SessionRunHook):
     self._active = bar_enabled(self._enabled_arg, self._stream)
     if not self._active:
       return
+    self._painter = Painter(console_for(self._stream))
     self._counter = _resolve(self._counter_arg)
     self._step = _resolve(self._step_arg)
     if self._step is None:
@@ -162,7 +232,7 @@ class ProgressBarHook(_v1.train.SessionRunHook):
     self._first = None  # (time, count) at the first run's end: rates exclude start-up
     self._rate = None
     self._last_draw = None
-    self._drawn = 0
+    self._drawn = False
     # Log records of the `tensorflow` logger (INFO lines when enabled, warnings) would be
     # appended to the bar's line: clear it first; the next update redraws it.
     self._log_filter = _ClearLineFilter(self)
@@ -226,29 +296,28 @@ class ProgressBarHook(_v1.train.SessionRunHook):
       except Exception:  # pylint: disable=broad-except
         pass
     self._draw(final=True)
-    self._stream.write('\n')
-    self._stream.flush()
-    self._drawn = 0
+    self._write('\n')
+    self._drawn = False
     self._active = False
     _log.removeFilter(self._log_filter)
 
   def clear_line(self):
     """Blanks the bar's line (the cursor back at its start) if a bar is showing."""
     if self._active and self._drawn:
-      self._stream.write('\r%s\r' % (' ' * self._drawn))
-      self._stream.flush()
-      self._drawn = 0
+      self._write(CLEAR)
+      self._drawn = False
 
   # -- drawing ----------------------------------------------------------------------------------
   def _draw(self, final):
-    elapsed = time.time() - self._created
-    line = format_line(self._label, self._done, self._total, self._unit, rate=self._rate,
-                       loss=self._loss_value, elapsed=elapsed, final=final,
-                       width=_terminal_width(self._stream))
-    padding = ' ' * max(self._drawn - len(line), 0)
-    self._stream.write('\r' + line + padding)
+    line = self._painter.line(self._label, self._done, self._total, self._unit,
+                              rate=self._rate, loss=self._loss_value,
+                              elapsed=time.time() - self._created, final=final)
+    self._write(CLEAR + line.ansi)  # one write: the line is never seen half drawn
+    self._drawn = True
+
+  def _write(self, text):
+    self._stream.write(text)
     self._stream.flush()
-    self._drawn = len(line)
 
 
 class _ClearLineFilter(logging.Filter):

@@ -8,8 +8,9 @@ evaluation results of each eval directory (`eval`, `eval_<name>`: the scalars of
 in its event files), and the SavedModel exports (timestamped directories under
 `MODEL_DIR/export/*/` and under every `--exports DIR`) with their tags and signature names.
 
-`inspect_model_dir` returns all of it as a dict, `format_report` renders that dict as text, and
-`add_parser` registers the subcommand on an `argparse` subparsers object.  Paths go through
+`inspect_model_dir` returns all of it as a dict; `print_report` draws that dict as tables with
+rich on a terminal, `format_report` renders it as plain text (files, pipes); `add_parser`
+registers the subcommand on an `argparse` subparsers object.  Paths go through
 `tf.io.gfile`, so `gs://` model directories work too.
 """
 import json
@@ -324,70 +325,137 @@ def _number(value):
   return str(value)
 
 
+def _is_terminal(stream):
+  try:
+    return bool(stream.isatty())
+  except (AttributeError, ValueError, OSError):
+    return False
+
+
 def _relative(path, root):
   if path.startswith(root.rstrip('/') + '/'):
     return path[len(root.rstrip('/')) + 1:]
   return path
 
 
-def format_report(info):
-  """The text `tpu-estimator inspect` prints for a dict from `inspect_model_dir`."""
-  root = info['model_dir']
-  lines = ['Model directory: %s' % root, '']
-  checkpoints = info['checkpoints']
-  lines.append('Checkpoints (%d, oldest first):' % len(checkpoints))
-  width = max([len(str(c['step'])) for c in checkpoints] + [4])
-  lines.append('  %s  %-19s  %s' % ('step'.rjust(width), 'saved', 'checkpoint'))
-  for c in checkpoints:
-    mark = '  (latest)' if c['path'] == info['latest_checkpoint'] else ''
+# Wide enough that nothing wraps when the report goes to a file or a pipe (one line per item,
+# for grep); a terminal's own width otherwise.
+_UNWRAPPED_WIDTH = 4096
+
+
+def _console(file, terminal, width=None):
+  from rich.console import Console  # pylint: disable=import-outside-toplevel
+  # No markup, emoji or highlighting: names and paths are printed as they are.
+  return Console(file=file, force_terminal=terminal, force_jupyter=False, width=width,
+                 markup=False, emoji=False, highlight=False,
+                 color_system='auto' if terminal else None)
+
+
+def _table(*columns):
+  """A table without borders, a rule under its header, indented under its section's title."""
+  from rich import box  # pylint: disable=import-outside-toplevel
+  from rich.table import Table  # pylint: disable=import-outside-toplevel
+  table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                header_style='bold')
+  for name, options in columns:
+    table.add_column(name, **options)
+  return table
+
+
+_FOLD = {'overflow': 'fold'}  # long names and paths fold at the terminal's edge, never cut
+
+
+def _checkpoint_table(info):
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  table = _table(('step', {'justify': 'right', 'style': 'cyan'}), ('saved', {}),
+                 ('checkpoint', _FOLD), ('', {}))
+  for c in info['checkpoints']:
     if not c['exists']:
-      mark = '  (missing)'
-    lines.append('  %s  %-19s  %s%s' % (str(c['step'] if c['step'] is not None else '?')
-                                         .rjust(width), _when(c['time']),
-                                         _relative(c['path'], root), mark))
-  lines.append('')
+      mark = Text('missing', style='red')
+    elif c['path'] == info['latest_checkpoint']:
+      mark = Text('latest', style='green')
+    else:
+      mark = ''
+    table.add_row(str(c['step'] if c['step'] is not None else '?'), _when(c['time']),
+                  _relative(c['path'], info['model_dir']), mark)
+  return table
 
-  variables = info['variables']
-  lines.append('Variables in %s (%d variables, %s values):' % (
-      os.path.basename(info['latest_checkpoint']), len(variables),
-      '{:,}'.format(info['num_values'])))
-  name_width = min(max([len(v['name']) for v in variables] + [4]), 60)
-  for v in variables:
-    lines.append('  %-*s  %-8s  [%s]' % (name_width, v['name'], v['dtype'] or '?',
-                                         ', '.join(str(d) for d in v['shape'])))
-  lines.append('')
 
-  evaluations = info['evaluations']
-  if evaluations:
-    lines.append('Evaluations (latest results per eval directory):')
-    for name, ev in evaluations.items():
-      if ev['step'] is None:
-        lines.append('  %s: no results' % name)
-        continue
-      metrics = ', '.join('%s = %s' % (k, _number(v)) for k, v in ev['metrics'].items())
-      lines.append('  %s: global step %d (%s): %s' % (name, ev['step'], _when(ev['time']),
-                                                      metrics or 'no scalars'))
+def _variable_table(info):
+  table = _table(('variable', _FOLD), ('dtype', {'style': 'magenta'}), ('shape', {}))
+  for v in info['variables']:
+    table.add_row(v['name'], v['dtype'] or '?', '[%s]' % ', '.join(str(d) for d in v['shape']))
+  return table
+
+
+def _evaluation_table(evaluations):
+  """A column per eval directory, a row per metric: side by side, the directories compare."""
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  names = list(evaluations)
+  metrics = sorted({k for ev in evaluations.values() for k in ev['metrics']})
+  table = _table(('', {'style': 'bold'}), *[(name, {'justify': 'right'}) for name in names])
+  runs = [evaluations[n] for n in names]
+  table.add_row('global step', *[str(ev['step']) if ev['step'] is not None
+                                 else Text('no results', style='yellow') for ev in runs])
+  table.add_row('saved', *[_when(ev['time']) if ev['step'] is not None else '' for ev in runs])
+  for key in metrics:
+    table.add_row(key, *[_number(ev['metrics'][key]) if key in ev['metrics'] else '-'
+                         for ev in runs])
+  return table
+
+
+def _export_table(info):
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+  table = _table(('export', _FOLD), ('saved', {}), ('tags', {}), ('signatures', _FOLD))
+  for ex in info['exports']:
+    path, saved = _relative(ex['path'], info['model_dir']), _when(ex['time'])
+    if ex['meta_graphs'] is None:
+      table.add_row(path, saved, '', Text('not read', style='yellow'))
+    for mg in ex['meta_graphs'] or ():
+      table.add_row(path, saved, ', '.join(mg['tags']), ', '.join(mg['signatures']) or '-')
+      path, saved = '', ''  # once per export
+  return table
+
+
+def print_report(info, console):
+  """Prints what `tpu-estimator inspect` shows for a dict from `inspect_model_dir` on a rich
+  Console: a title and a table per part (checkpoints, variables, evaluations, exports), then
+  the warnings."""
+  from rich.padding import Padding  # pylint: disable=import-outside-toplevel
+  from rich.text import Text  # pylint: disable=import-outside-toplevel
+
+  def section(title, table=None):
+    console.print()
+    console.print(Text(title, style='bold'))
+    if table is not None:
+      console.print(Padding(table, (0, 0, 0, 2), expand=False))
+
+  console.print(Text.assemble(('Model directory: ', 'bold'), info['model_dir']))
+  section('Checkpoints (%d, oldest first)' % len(info['checkpoints']), _checkpoint_table(info))
+  section('Variables in %s (%d variables, %s values)' % (
+      os.path.basename(info['latest_checkpoint']), len(info['variables']),
+      '{:,}'.format(info['num_values'])), _variable_table(info))
+  if info['evaluations']:
+    section('Evaluations (latest results per eval directory)',
+            _evaluation_table(info['evaluations']))
   else:
-    lines.append('Evaluations: none (no eval or eval_<name> directory).')
-  lines.append('')
-
-  exports = info['exports']
-  if exports:
-    lines.append('Exports (%d):' % len(exports))
-    for ex in exports:
-      lines.append('  %s  (%s)' % (_relative(ex['path'], root), _when(ex['time'])))
-      if ex['meta_graphs'] is None:
-        lines.append('      signatures: not read')
-      for mg in ex['meta_graphs'] or ():
-        lines.append('      tags [%s]: signatures %s' % (', '.join(mg['tags']),
-                                                        ', '.join(mg['signatures']) or '-'))
+    section('Evaluations: none (no eval or eval_<name> directory).')
+  if info['exports']:
+    section('Exports (%d)' % len(info['exports']), _export_table(info))
   else:
-    lines.append('Exports: none found (export/*/<timestamp>; pass --exports DIR for others).')
-
+    section('Exports: none found (export/*/<timestamp>; pass --exports DIR for others).')
   for warning in info['warnings']:
-    lines.append('')
-    lines.append('Warning: %s' % warning)
-  return '\n'.join(lines)
+    console.print()
+    console.print(Text.assemble(('Warning: ', 'bold yellow'), warning))
+
+
+def format_report(info, width=None):
+  """The report as plain text (no colour, no trailing spaces), as `inspect` writes it to a file
+  or a pipe: tables at their natural width unless `width` (columns) is given."""
+  import io  # pylint: disable=import-outside-toplevel
+  buffer = io.StringIO()
+  print_report(info, _console(buffer, terminal=False, width=width or _UNWRAPPED_WIDTH))
+  return '\n'.join(line.rstrip() for line in buffer.getvalue().rstrip('\n').split('\n'))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,6 +490,8 @@ def run(args, out=None, err=None):
     return 2
   if args.json:
     out.write(json.dumps(info, indent=2, sort_keys=True) + '\n')
+  elif _is_terminal(out):
+    print_report(info, _console(out, terminal=True))  # colours, the terminal's width
   else:
     out.write(format_report(info) + '\n')
   out.flush()
