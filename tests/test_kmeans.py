@@ -78,6 +78,19 @@ def test_sampling_initializations_train_without_a_seed(init, tmp_path):
   assert np.max(_matched(kmeans.cluster_centers())) < 0.5
 
 
+def test_callable_initialization_chooses_the_centers_it_returns(tmp_path):
+  """initial_clusters=f(inputs, k), `inputs` the list of input Tensors as the original passed
+  it: here one point of each cluster (POINTS holds 10 a cluster), so training settles on the
+  three true centers."""
+  def choose(inputs, k):
+    assert isinstance(inputs, list) and k.dtype.is_integer
+    return tf.gather(inputs[0], [0, 10, 20])
+
+  kmeans = KMeans(3, model_dir=str(tmp_path), use_mini_batch=False, initial_clusters=choose)
+  kmeans.train(_whole, steps=3)
+  assert np.max(_matched(kmeans.cluster_centers())) < 0.3
+
+
 def test_export_serves_the_originals_signatures(tmp_path):
   kmeans = KMeans(3, model_dir=str(tmp_path / 'model'), initial_clusters=TRUE_CENTERS + 0.5,
                   use_mini_batch=False)
