@@ -372,3 +372,27 @@ def test_set_initializer_replaces_what_global_variables_initializer_runs(graph):
   with v1.Session() as session:
     session.run(v1.global_variables_initializer())
     assert session.run(variable) == 5.0
+
+
+@pytest.mark.parametrize('init', ['random', 'kmeans_plus_plus', 'kmc2'])
+def test_kmeans_graph_builds_the_clusters_variables_and_initializes_them(graph, init):
+  points = tf.constant([[0., 0.], [0., 1.], [9., 9.], [9., 8.], [5., 5.]])
+  built = internals.kmeans_graph(inputs=points, num_clusters=2, initial_clusters=init,
+                                 distance_metric='squared_euclidean', use_mini_batch=False,
+                                 mini_batch_steps_per_iteration=1, random_seed=3,
+                                 kmeans_plus_plus_num_retries=2)
+  all_distances, nearest, distances, initialized, init_op, update = built.training_graph()
+  by_name = {v.op.name: v for v in v1.global_variables()}
+  assert sorted(by_name) == ['clusters', 'initialized']
+  with v1.Session(graph=graph) as session:
+    session.run(v1.global_variables_initializer())
+    assert not session.run(initialized)
+    while not session.run(initialized):
+      session.run(init_op)
+    centers = session.run(by_name['clusters'])
+    assert centers.shape == (2, 2)
+    assert all(any((row == p).all() for p in session.run(points)) for row in centers)
+    session.run(update)
+    index, all_d, d = session.run([nearest[0], all_distances[0], distances[0]])
+  assert index.shape == (5,) and all_d.shape == (5, 2)
+  np.testing.assert_allclose(d, all_d[np.arange(5), index], rtol=1e-5, atol=1e-5)

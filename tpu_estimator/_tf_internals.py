@@ -354,3 +354,16 @@ def set_initializer(variable, op):
   """Makes `op` the initializer of `variable` (what `global_variables_initializer` runs), as
   TensorFlow's own warm start does for the variables it initialises from a checkpoint."""
   variable._initializer_op = op  # pylint: disable=protected-access
+
+
+# --- k-means -----------------------------------------------------------------------------
+
+
+def kmeans_graph(**kwargs):
+  """TensorFlow's k-means graph builder (`clustering_ops.KMeans(inputs, num_clusters, ...)`,
+  whose `training_graph()` makes the `clusters`/`initialized` variables, the initialization op
+  over the `KmeansPlusPlusInitialization`/`KMC2ChainInitialization` kernels and the Lloyd
+  update on `NearestNeighbors`): what tensorflow-estimator's KMeans estimator built on, never
+  exported.  Imported on first use."""
+  from tensorflow.python.ops import clustering_ops  # pylint: disable=import-outside-toplevel
+  return clustering_ops.KMeans(**kwargs)

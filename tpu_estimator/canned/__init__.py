@@ -21,6 +21,7 @@ from tpu_estimator.canned.heads import multi_label_head
 from tpu_estimator.canned.heads import poisson_regression_head
 from tpu_estimator.canned.heads import regression_head
 from tpu_estimator.canned.keys import MetricKeys
+from tpu_estimator.canned.kmeans import KMeans
 from tpu_estimator.canned.keys import PredictionKeys
 from tpu_estimator.canned.linear import LinearClassifier
 from tpu_estimator.canned.linear import LinearEstimator

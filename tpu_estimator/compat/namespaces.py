@@ -54,9 +54,10 @@ TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
 _CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinearCombined* '
            'and Baseline* (tf.estimator and the TF1-semantics tf.compat.v1.estimator ones) and '
            'the tf.estimator heads (BinaryClassHead, ...; tpu_estimator.canned), not '
-           'BoostedTrees/KMeans/RNN nor the v1 *Estimator classes taking a tf.contrib head: '
+           'BoostedTrees/RNN nor the v1 *Estimator classes taking a tf.contrib head: '
            'write a model_fn, or use tf.estimator.<name> with a tf.estimator head')
 _MISSING_HINTS = {
+    'KMeans': 'as in the original, KMeans is tf.compat.v1.estimator.experimental.KMeans',
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
                            'drive; use tf.nn.embedding_lookup in model_fn',
@@ -241,9 +242,12 @@ def build():
   def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
     tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
+    # KMeans: in tf.compat.v1.estimator.experimental only, as in the original.
+    experimental_names = dict(experimental, KMeans=_canned.KMeans) if with_inputs else \
+        experimental
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
-                               experimental),
+                               experimental_names),
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
@@ -363,6 +367,7 @@ def canned_modules(base):
           'DNNLinearCombinedEstimator'),
       base + '.canned.baseline': _canned_v2('BaselineClassifier', 'BaselineRegressor',
                                             'BaselineEstimator'),
+      base + '.canned.kmeans': {'KMeansClustering': _canned.KMeans},
       base + '.canned.metric_keys': {'MetricKeys': _canned.MetricKeys},
       base + '.canned.prediction_keys': {'PredictionKeys': _canned.PredictionKeys},
       base + '.canned.parsing_utils': {
