@@ -139,6 +139,32 @@ def test_single_tensor_predictions_export(tmp_path):
   assert list(out) == ['output'] and out['output'].shape == (2, h.NUM_CLASSES)
 
 
+def test_metrics_returned_in_every_mode_do_not_stop_predict_or_export(tmp_path):
+  """A model_fn that returns its eval_metric_ops whatever the mode (the original used them in
+  EVAL only and ignored them elsewhere) trains, predicts and exports."""
+  x, y = h.make_data(16)
+
+  def model_fn(features, labels, mode):
+    logits = h._logits(features)
+    classes = tf.argmax(logits, axis=1)
+    metrics = {'mean_class': v1.metrics.mean(tf.cast(classes, tf.float32))}
+    if mode == te.ModeKeys.PREDICT:
+      return te.EstimatorSpec(mode, predictions={'classes': classes}, eval_metric_ops=metrics)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    return te.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics, train_op=v1.assign_add(
+        v1.train.get_global_step(), 1))
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path / 'm'))
+  est.train(h.dataset_input_fn(x, y, batch_size=8), steps=1)
+  assert 'mean_class' in est.evaluate(h.dataset_input_fn(x, y, batch_size=8), steps=1)
+  predict_input = lambda: tf.data.Dataset.from_tensor_slices({'x': x}).batch(8)
+  assert len(list(est.predict(predict_input))) == 16
+  path = est.export_saved_model(str(tmp_path / 'e'), _raw_receiver()).decode()
+  out = tf.saved_model.load(path).signatures['serving_default'](x=tf.constant(x[:2]))
+  assert list(out) == ['classes'] and out['classes'].shape == (2,)
+
+
 @pytest.mark.parametrize('call,error,match', [
     (lambda est, d: est.export_saved_model(d, None), TypeError, 'serving_input_receiver_fn'),
     (lambda est, d: est.export_saved_model(d, lambda: 'x'), TypeError, 'ServingInputReceiver'),

@@ -99,7 +99,9 @@ def tpu_spec_parts(spec):
   if isinstance(spec, specs.TPUEstimatorSpec):
     return spec
   eval_metrics = None
-  if spec.eval_metric_ops:
+  # Outside evaluation the metrics are not used (the original ignored them there too: a model_fn
+  # returning them in every mode trains, predicts and exports).
+  if spec.eval_metric_ops and spec.mode == specs.ModeKeys.EVAL:
     raise errors.value_error(
         'With use_tpu=True, evaluation metrics must come as TPUEstimatorSpec(eval_metrics='
         '(metric_fn, tensors)) so they can be computed over all shards.',
