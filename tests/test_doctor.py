@@ -103,6 +103,7 @@ def test_module_mode_finds_the_file_and_its_package(tmp_path):
 
 
 def test_missing_extras_are_their_own_verdict(monkeypatch):
+  assert issubclass(extras.MissingExtraError, AttributeError)  # what programs caught before
   ref = doctor.Ref('tensorflow.compat.v1', None, ('layers', 'dense'), 'p.py', 3)
   error = extras.MissingExtraError('tf.compat.v1.layers.dense needs the tf_keras package',
                                    'tf_keras')
@@ -227,3 +228,19 @@ def test_verdicts_match_what_the_runtime_does_for_every_table_name(probe):
   tables = _verdicts(_report(probe, 'tables_program.py'))
   assert tables['tf.contrib.gan'] == 'missing' and tables['tf.contrib.layers'] == 'run'
   assert tables['tf.estimator.BoostedTreesClassifier'] == 'missing'
+
+
+def test_rich_tables_on_a_terminal():
+  import io  # pylint: disable=import-outside-toplevel
+  result = doctor.report('p.py', ['/x/p.py'], [
+      {'name': 'tf.flags', 'verdict': 'tf1', 'message': 'm', 'locations': [{'file': 'p.py',
+                                                                             'line': 3}]},
+      {'name': 'tf.contrib.gan', 'verdict': 'missing', 'message': 'use tensorflow_gan',
+       'locations': [{'file': 'p.py', 'line': 4}]}], root='/x')
+  assert result['counts']['missing'] == 1 and not result['covered']
+  assert result['run_with'] is None  # something is missing: no command runs it as is
+  out = io.StringIO()
+  doctor.print_report(result, out, rich_tables=True)
+  text = out.getvalue()
+  assert 'not provided (1)' in text and 'use tensorflow_gan' in text and 'p.py:4' in text
+  assert 'Not everything is covered' in text
