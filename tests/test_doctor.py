@@ -24,7 +24,8 @@ def _scan_text(tmp_path, text, name='prog.py', **files):
   program = tmp_path / name
   program.write_text(text)
   refs, read = doctor.scan(str(program), str(tmp_path))
-  return {'.'.join(r.parts()) for r in refs}, [os.path.basename(f) for f in read], refs
+  return ({'.'.join(r.parts()) for r in refs if not r.package},
+          [os.path.basename(f) for f in read], refs)
 
 
 def test_scan_reads_every_import_style(tmp_path):
@@ -97,7 +98,8 @@ def test_module_mode_finds_the_file_and_its_package(tmp_path):
   path, root, name = doctor.program_file(module='pkg.main', cwd=str(tmp_path))
   refs, read = doctor.scan(path, root, name)
   assert [os.path.basename(f) for f in read] == ['main.py', '__init__.py', 'model.py']
-  assert ['.'.join(r.parts()) for r in refs] == ['tensorflow', 'tensorflow.contrib.tpu']
+  assert ['.'.join(r.parts()) for r in refs if not r.package] == ['tensorflow',
+                                                                  'tensorflow.contrib.tpu']
   with pytest.raises(FileNotFoundError, match='no module named'):
     doctor.program_file(module='pkg.absent', cwd=str(tmp_path))
 
@@ -112,6 +114,24 @@ def test_missing_extras_are_their_own_verdict(monkeypatch):
   monkeypatch.setattr(extras, 'installed', lambda package: False)
   verdict, message = doctor._verdict(hub, hub.parts(), None, False, None)
   assert verdict == 'extra' and 'pip install tensorflow-hub' in message
+
+
+def test_packages_the_program_imports_must_be_installed(tmp_path):
+  _, _, refs = _scan_text(tmp_path, '''
+import os
+import numpy as np
+import no_such_package_for_doctor.sub
+from helper import x
+try:
+  import optional_missing_package
+except ImportError:
+  optional_missing_package = None
+''', **{'helper.py': 'x = 1\n'})
+  packages = [r.module for r in refs if r.package]
+  assert packages == ['os', 'numpy', 'no_such_package_for_doctor']  # helper is local
+  judged = list(doctor._verdicts(refs, tf1_mode=False))
+  assert [(name, verdict) for _, name, verdict, _ in judged] == [
+      ('no_such_package_for_doctor', 'extra')]
 
 
 def test_unreadable_program_exits_2(tmp_path, capsys):

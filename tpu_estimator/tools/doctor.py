@@ -20,7 +20,8 @@ it, and its "not provided" text is the runtime's error message.  Verdicts:
   tf.contrib, the local TPUClusterResolver, CrossShardOptimizer, legacy Keras layers);
 - `tf1`: TensorFlow 1.x API on `tensorflow` itself (tf.flags, tf.placeholder, ...): needs
   `tpu-estimator run --tf1`;
-- `extra`: needs a package that is not installed (compat.extras);
+- `extra`: needs a package that is not installed: an extra of compat.extras, or any other
+  package the program imports outside a `try: ... except ImportError`;
 - `missing`: not provided; the message says what to use instead.
 
 Importing this module changes nothing (it imports tpu_estimator.compat only inside
@@ -38,7 +39,7 @@ VERDICTS = (
     ('as_is', 'works as is'),
     ('run', 'works under `tpu-estimator run`'),
     ('tf1', 'needs `tpu-estimator run --tf1`'),
-    ('extra', 'needs an extra that is not installed'),
+    ('extra', 'needs a package that is not installed'),
     ('missing', 'not provided'),
 )
 COVERED = ('as_is', 'run')
@@ -50,10 +51,11 @@ class Ref:
   """One use of a name: `from module import name` (name set) or `import module`, followed by
   the attribute chain `attrs`; at file:line."""
 
-  def __init__(self, module, name, attrs, file, line):
+  def __init__(self, module, name, attrs, file, line, package=False):
     self.module, self.name, self.attrs = module, name, tuple(attrs)
     self.file, self.line = file, line
     self.is_import = not attrs
+    self.package = package  # another package the program imports (only its presence counts)
 
   def parts(self):
     return self.module.split('.') + ([self.name] if self.name else []) + list(self.attrs)
@@ -78,6 +80,7 @@ class _FileScan(ast.NodeVisitor):
     self.aliases = {}  # local name -> (module, name or None, attrs)
     self.refs, self.imports = [], []  # imports: absolute module names (maybe local)
     self.other_modules = set()  # names bound by imports of other modules
+    self.packages = []  # (top-level package, line) of the other imports, unless guarded
 
   def _absolute(self, node):
     if not node.level:
@@ -88,7 +91,14 @@ class _FileScan(ast.NodeVisitor):
     return '.'.join(parts + ([node.module] if node.module else []))
 
   def bind_imports(self, tree):
+    guarded = _guarded_imports(tree)
     for node in ast.walk(tree):
+      if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, 'level', 0) \
+          and id(node) not in guarded:
+        for module in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or '']):
+          if module and not _tracked(module):
+            self.packages.append((_root(module), node.lineno))
       if isinstance(node, ast.Import):
         for alias in node.names:
           self.imports.append(alias.name)
@@ -144,6 +154,23 @@ class _FileScan(ast.NodeVisitor):
       self.generic_visit(node)
       return
     self.refs.append(Ref(chain[0], chain[1], chain[2], self.path, node.lineno))
+
+
+def _guarded_imports(tree):
+  """ids of the import statements inside a `try:` whose handlers catch ImportError (optional
+  dependencies: a missing one is not an error)."""
+  guarded = set()
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Try):
+      continue
+    names = set()
+    for handler in node.handlers:
+      kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+      names.update(k.id if isinstance(k, ast.Name) else None for k in kinds)
+    if names & {None, 'ImportError', 'ModuleNotFoundError', 'Exception'}:
+      for statement in node.body:
+        guarded.update(id(n) for n in ast.walk(statement))
+  return guarded
 
 
 def _module_file(module, root):
@@ -207,6 +234,9 @@ def scan(path, root, name=''):
       local = _module_file(imported, root)
       if local is not None:
         queue.append((local, _module_name(local, root)))
+    for package, line in visitor.packages:
+      if _module_file(package, root) is None:
+        refs.append(Ref(package, None, (), file_path, line, package=True))
   return refs, files
 
 
@@ -321,7 +351,14 @@ def _as_tf1(ref):
 
 def _verdicts(refs, tf1_mode):
   """(ref, display name, verdict, message) for each ref that has a verdict."""
+  from tpu_estimator.compat import extras  # pylint: disable=import-outside-toplevel
   for ref in refs:
+    if ref.package:
+      if not extras.installed(ref.module):
+        yield ref, ref.module, 'extra', (
+            '%s is not installed: the program imports it (it is not part of TensorFlow or '
+            'tpu-estimator); install it.' % ref.module)
+      continue
     parts, obj, ours, error = lookup(ref)
     verdict, message = _verdict(ref, parts, obj, ours, error)
     v1_ref = _as_tf1(ref) if tf1_mode else None
@@ -471,7 +508,7 @@ def add_parser(subparsers):
       description='Reads a Python program and the local modules it imports (never runs '
       'them) and lists every tf.estimator / TPU / tf.contrib / tensorflow_estimator / '
       'TensorFlow 1.x-only name it uses, grouped by verdict: works as is; works under '
-      '`tpu-estimator run`; needs `run --tf1`; needs an extra that is not installed; not '
+      '`tpu-estimator run`; needs `run --tf1`; needs a package that is not installed; not '
       'provided (with what to use instead).  The verdicts come from the lookups `run` '
       'itself does.  Exit status 0 when everything is covered, 1 otherwise, 2 when the '
       'program cannot be read.')
