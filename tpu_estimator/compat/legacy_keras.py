@@ -10,8 +10,8 @@ import types
 import importlib.util
 
 from tpu_estimator.compat import tf_modules
-
-LEGACY_EXTRA = 'tpu-estimator[legacy]'
+from tpu_estimator.compat.extras import LEGACY_EXTRA
+from tpu_estimator.compat.extras import MissingExtraError
 
 
 def _package_dir(name):
@@ -35,10 +35,10 @@ class _NoLegacyKeras(types.ModuleType):
   def __getattr__(self, name):
     if name.startswith('__'):
       raise AttributeError(name)
-    raise AttributeError(
+    raise MissingExtraError(
         'tf.compat.v1.layers.%s needs the tf_keras package (Keras 3 has no TF1 layers). '
         "Install it with: pip install '%s' (or pip install tf_keras); `tpu-estimator run` "
-        'then routes the legacy layers to it.' % (name, LEGACY_EXTRA))
+        'then routes the legacy layers to it.' % (name, LEGACY_EXTRA), 'tf_keras')
 
 
 def _path_list(module):

@@ -76,14 +76,25 @@ def _v1_path(module):
   return None
 
 
-def _in_v1(path, name):
-  obj = tf_modules.real_tf().compat.v1
-  for part in (path.split('.') if path else []) + [name]:
+def _resolves(obj, parts):
+  for part in parts:
     try:
       obj = getattr(obj, part)
     except Exception:  # pylint: disable=broad-except
       return False
   return True
+
+
+def _in_v1(path, name):
+  return _resolves(tf_modules.real_tf().compat.v1, (path.split('.') if path else []) + [name])
+
+
+def tf1_only(parts):
+  """Whether `tf.<parts...>` is TensorFlow 1.x API that TensorFlow 2 dropped from `tensorflow`
+  but `tf.compat.v1` still has (`('flags',)`, `('train', 'AdamOptimizer')`): the names behind
+  `tf1_hint`'s advice, also read by `tpu-estimator doctor`."""
+  real = tf_modules.real_tf()
+  return not _resolves(real, parts) and _resolves(real.compat.v1, parts)
 
 
 def tf1_hint(error):

@@ -4,6 +4,7 @@
     tpu-estimator run [--tf1] SCRIPT [ARGS...]
     tpu-estimator run [--tf1] -m MODULE [ARGS...]
     tpu-estimator inspect MODEL_DIR [--exports DIR ...] [--json]
+    tpu-estimator doctor [--json] SCRIPT [ARGS...] | -m MODULE
     tpu-estimator launch --workers N [--ps M] [--evaluator] [--timeout S] SCRIPT [ARGS...]
 
 Each subcommand is an `argparse` subparser with a handler `(args) -> exit code`, registered in
@@ -197,6 +198,14 @@ def _add_inspect(subparsers):
 
 
 # ---------------------------------------------------------------------------------------------
+# doctor
+
+def _add_doctor(subparsers):
+  from tpu_estimator.tools import doctor  # pylint: disable=import-outside-toplevel
+  doctor.add_parser(subparsers)
+
+
+# ---------------------------------------------------------------------------------------------
 # launch
 
 def _add_launch(subparsers):
@@ -237,7 +246,7 @@ def _run_launch(args):
 
 # ---------------------------------------------------------------------------------------------
 
-_SUBCOMMANDS = (_add_demo, _add_run, _add_inspect, _add_launch)
+_SUBCOMMANDS = (_add_demo, _add_run, _add_inspect, _add_doctor, _add_launch)
 
 
 def build_parser():
@@ -258,7 +267,7 @@ def main(argv=None):
   exceptions propagate (so the process exits with that code, or 1 with the traceback)."""
   argv = list(sys.argv[1:] if argv is None else argv)
   program = None
-  if argv[:1] == ['run']:
+  if argv[:1] in (['run'], ['doctor']):  # doctor looks names up as run meets them
     _prepare_run_environment()
     argv, program = _split_run_argv(argv)
   args = build_parser().parse_args(argv)

@@ -20,7 +20,8 @@ import importlib.util
 import pkgutil
 import sys
 
-_EXTRA = 'tpu-estimator[legacy]'
+from tpu_estimator.compat.extras import LEGACY_EXTRA as _EXTRA
+from tpu_estimator.compat.extras import MissingExtraError
 _MOVED = 'tf_keras.legacy_tf_layers'
 
 
@@ -109,10 +110,10 @@ def load_tf_slim(qualname='tf.contrib.slim', name=None):
   try:
     import tf_slim  # pylint: disable=import-outside-toplevel
   except ImportError:
-    raise AttributeError(
+    raise MissingExtraError(
         '%s%s needs the tf_slim package, which is not installed. Install it with: '
         "pip install '%s' (or pip install tf-slim)." % (
-            qualname, '.' + name if name else '', _EXTRA)) from None
+            qualname, '.' + name if name else '', _EXTRA), 'tf_slim') from None
   _route_legacy_tf_layers()
   prepare()
   return tf_slim
