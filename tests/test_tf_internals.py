@@ -372,3 +372,20 @@ def test_set_initializer_replaces_what_global_variables_initializer_runs(graph):
   with v1.Session() as session:
     session.run(v1.global_variables_initializer())
     assert session.run(variable) == 5.0
+
+
+def test_feature_column_classes_and_cache_give_one_columns_ids_and_dense_tensor(graph):
+  fc = tf.feature_column
+  color = fc.categorical_column_with_vocabulary_list('color', ['red', 'blue'])
+  x = fc.numeric_column('x', shape=[2])
+  assert isinstance(color, internals.FeatureColumnV2)
+  assert isinstance(x, internals.DenseColumnV2) and not isinstance(color, internals.DenseColumnV2)
+  cache = internals.feature_transformation_cache(
+      {'color': tf.constant([['blue'], ['red']]), 'x': tf.constant([[1., 2.], [3., 4.]])})
+  ids = color.get_sparse_tensors(cache, None).id_tensor
+  dense = x.get_dense_tensor(cache, None)
+  with v1.Session() as session:
+    session.run(v1.tables_initializer())
+    ids, dense = session.run([ids, dense])
+  assert ids.values.tolist() == [1, 0] and ids.indices[:, 0].tolist() == [0, 1]
+  assert dense.tolist() == [[1., 2.], [3., 4.]]
