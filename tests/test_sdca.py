@@ -49,6 +49,14 @@ def test_linear_sdca_keeps_its_settings():
   assert 'num_table_shards=3' in repr(sdca)
 
 
+def test_experimental_module_holds_it():
+  import tpu_estimator.experimental  # pylint: disable=import-outside-toplevel
+  assert tpu_estimator.experimental.LinearSDCA is canned.LinearSDCA
+  assert 'LinearSDCA' in tpu_estimator.experimental.__all__
+  with pytest.raises(AttributeError):
+    tpu_estimator.experimental.NotAThing  # pylint: disable=pointless-statement
+
+
 class _NotAV2Column(object):
   name = 'x'
   parse_example_spec = {}
