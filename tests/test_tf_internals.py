@@ -396,3 +396,19 @@ def test_kmeans_graph_builds_the_clusters_variables_and_initializes_them(graph, 
     index, all_d, d = session.run([nearest[0], all_distances[0], distances[0]])
   assert index.shape == (5,) and all_d.shape == (5, 2)
   np.testing.assert_allclose(d, all_d[np.arange(5), index], rtol=1e-5, atol=1e-5)
+
+def test_feature_column_classes_and_cache_give_one_columns_ids_and_dense_tensor(graph):
+  fc = tf.feature_column
+  color = fc.categorical_column_with_vocabulary_list('color', ['red', 'blue'])
+  x = fc.numeric_column('x', shape=[2])
+  assert isinstance(color, internals.FeatureColumnV2)
+  assert isinstance(x, internals.DenseColumnV2) and not isinstance(color, internals.DenseColumnV2)
+  cache = internals.feature_transformation_cache(
+      {'color': tf.constant([['blue'], ['red']]), 'x': tf.constant([[1., 2.], [3., 4.]])})
+  ids = color.get_sparse_tensors(cache, None).id_tensor
+  dense = x.get_dense_tensor(cache, None)
+  with v1.Session() as session:
+    session.run(v1.tables_initializer())
+    ids, dense = session.run([ids, dense])
+  assert ids.values.tolist() == [1, 0] and ids.indices[:, 0].tolist() == [0, 1]
+  assert dense.tolist() == [[1., 2.], [3., 4.]]

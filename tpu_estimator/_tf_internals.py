@@ -367,3 +367,18 @@ def kmeans_graph(**kwargs):
   exported.  Imported on first use."""
   from tensorflow.python.ops import clustering_ops  # pylint: disable=import-outside-toplevel
   return clustering_ops.KMeans(**kwargs)
+
+# --- Feature columns as LinearSDCA reads them ---------------------------------------------
+
+# The base classes of `tf.feature_column` (v2) columns and of their dense ones: the v2 check and
+# the dense/categorical split of `canned/sdca.py` (`tf.__internal__.feature_column`, where
+# Keras and tensorflow-estimator found them too).
+FeatureColumnV2 = tf.__internal__.feature_column.FeatureColumn
+DenseColumnV2 = tf.__internal__.feature_column.DenseColumn
+
+
+def feature_transformation_cache(features):
+  """The per-call cache v2 columns transform `features` through: what
+  `column.get_sparse_tensors(cache, None)` and `column.get_dense_tensor(cache, None)` take
+  (`tf.feature_column` has no public call giving one column's ids or dense tensor)."""
+  return tf.__internal__.feature_column.FeatureTransformationCache(features)

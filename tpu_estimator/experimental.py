@@ -1,5 +1,5 @@
 """`tf.estimator.experimental`'s hooks: early stopping, in-memory evaluation, stopping
-non-chief trainers at a step."""
+non-chief trainers at a step; and `LinearSDCA`, the SDCA optimizer of the linear estimators."""
 from tpu_estimator.hooks.early_stopping import make_early_stopping_hook
 from tpu_estimator.hooks.early_stopping import make_stop_at_checkpoint_step_hook
 from tpu_estimator.hooks.early_stopping import read_eval_metrics
@@ -10,7 +10,15 @@ from tpu_estimator.hooks.early_stopping import stop_if_no_increase_hook
 from tpu_estimator.hooks.in_memory_eval import InMemoryEvaluatorHook
 
 __all__ = [
-    'InMemoryEvaluatorHook', 'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook',
+    'InMemoryEvaluatorHook', 'LinearSDCA', 'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook',
     'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
     'stop_if_no_decrease_hook', 'stop_if_no_increase_hook'
 ]
+
+
+def __getattr__(name):
+  """`LinearSDCA` on first use: reading it loads the canned estimators, the hooks do not."""
+  if name == 'LinearSDCA':
+    from tpu_estimator.canned.sdca import LinearSDCA  # pylint: disable=import-outside-toplevel
+    return LinearSDCA
+  raise AttributeError('module %r has no attribute %r' % (__name__, name))

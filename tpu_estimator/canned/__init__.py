@@ -33,6 +33,7 @@ from tpu_estimator.canned.parse_example_specs import regressor_parse_example_spe
 from tpu_estimator.canned.regression_heads import LogisticRegressionHead
 from tpu_estimator.canned.regression_heads import PoissonRegressionHead
 from tpu_estimator.canned.regression_heads import RegressionHead
+from tpu_estimator.canned.sdca import LinearSDCA
 
 ESTIMATOR_NAMES = (
     'BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor', 'DNNClassifier',

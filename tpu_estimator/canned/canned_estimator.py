@@ -122,14 +122,15 @@ class CannedEstimator(Estimator):
   """An `Estimator` made of a head and logits-making parts (see the module docstring)."""
 
   def __init__(self, head, parts, model_dir=None, config=None, warm_start_from=None,
-               trainer=None):
+               trainer=None, model_fn=None):
     if not isinstance(head, head_base.Head):
       raise errors.type_error('head must be a tpu_estimator canned Head.', head=head)
     trainer = trainer or Trainer()
     for part in parts:  # a bad optimizer fails here, not at the first train call
       trainer.check(part)
     self._head = head
-    super().__init__(model_fn=_model_fn(head, list(parts), trainer), model_dir=model_dir,
-                     config=config, warm_start_from=warm_start_from)
+    # `model_fn`: one built elsewhere instead of the parts' (a LinearSDCA model's, canned/sdca).
+    super().__init__(model_fn=model_fn or _model_fn(head, list(parts), trainer),
+                     model_dir=model_dir, config=config, warm_start_from=warm_start_from)
 
   head = property(lambda self: self._head)

@@ -14,6 +14,7 @@ from tpu_estimator.canned import canned_estimator
 from tpu_estimator.canned import classification_heads
 from tpu_estimator.canned import head_base
 from tpu_estimator.canned import regression_heads
+from tpu_estimator.canned import sdca
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -49,11 +50,24 @@ def linear_part(feature_columns, optimizer, sparse_combiner='sum', argument='opt
                                learning_rate(feature_columns, rate_ceiling), argument)
 
 
+def sdca_model_fn(head, feature_columns, optimizer, sparse_combiner, partitioner=None,
+                  prefix=''):
+  """The `model_fn` of a linear model trained by a `LinearSDCA` `optimizer`, after the checks
+  the original made (binary or one-dimensional heads, v2 columns, sparse_combiner 'sum')."""
+  feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
+  loss_type = sdca.check_estimator(head, feature_columns, sparse_combiner)
+  return sdca.model_fn(head, feature_columns, optimizer, loss_type, partitioner, prefix)
+
+
 class LinearEstimator(canned_estimator.CannedEstimator):
   """A linear model with any head (`tf.estimator.LinearEstimator`)."""
 
   def __init__(self, head, feature_columns, model_dir=None, optimizer='Ftrl', config=None,
                sparse_combiner='sum', warm_start_from=None):
+    if isinstance(optimizer, sdca.LinearSDCA):
+      super().__init__(head, [], model_dir, config, warm_start_from,
+                       model_fn=sdca_model_fn(head, feature_columns, optimizer, sparse_combiner))
+      return
     part = linear_part(feature_columns, optimizer, sparse_combiner)
     super().__init__(head, [part], model_dir, config, warm_start_from)
 

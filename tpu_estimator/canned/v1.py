@@ -26,6 +26,7 @@ from tpu_estimator.canned.keys import MetricKeys
 from tpu_estimator.canned.keys import PredictionKeys
 from tpu_estimator.canned import linear
 from tpu_estimator.canned import regression_heads
+from tpu_estimator.canned import sdca
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
@@ -177,6 +178,11 @@ class _Linear(canned_estimator.CannedEstimator):
 
   def __init__(self, head, feature_columns, model_dir, optimizer, config, partitioner,
                warm_start_from, sparse_combiner):
+    if isinstance(optimizer, sdca.LinearSDCA):  # its unshrunk copies: linear/<part>_unshrunk
+      model_fn = linear.sdca_model_fn(head, feature_columns, optimizer, sparse_combiner,
+                                      _input_partitioner(config, partitioner), prefix='linear/')
+      super().__init__(head, [], model_dir, config, warm_start_from, model_fn=model_fn)
+      return
     part = linear.linear_part(feature_columns, optimizer, sparse_combiner,
                               partitioner=_input_partitioner(config, partitioner))
     super().__init__(head, [part], model_dir, config, warm_start_from, V1Trainer(True))

@@ -41,7 +41,7 @@ EXPORT_NAMES = (
     'ServingInputReceiver', 'TensorServingInputReceiver',
     'build_parsing_serving_input_receiver_fn', 'build_raw_serving_input_receiver_fn')
 EXPERIMENTAL_NAMES = (
-    'InMemoryEvaluatorHook', 'build_raw_supervised_input_receiver_fn',
+    'InMemoryEvaluatorHook', 'LinearSDCA', 'build_raw_supervised_input_receiver_fn',
     'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook', 'stop_if_higher_hook',
     'stop_if_lower_hook', 'stop_if_no_decrease_hook', 'stop_if_no_increase_hook')
 INPUTS_NAMES = ('numpy_input_fn', 'pandas_input_fn')
@@ -360,8 +360,9 @@ def canned_modules(base):
   return {
       base + '.canned': {},
       base + '.canned.dnn': _canned_v2('DNNClassifier', 'DNNRegressor', 'DNNEstimator'),
-      base + '.canned.linear': _canned_v2('LinearClassifier', 'LinearRegressor',
-                                          'LinearEstimator'),
+      base + '.canned.linear': dict(_canned_v2('LinearClassifier', 'LinearRegressor',
+                                               'LinearEstimator'),
+                                    LinearSDCA=_canned.LinearSDCA),
       base + '.canned.dnn_linear_combined': _canned_v2(
           'DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor',
           'DNNLinearCombinedEstimator'),
