@@ -121,7 +121,7 @@ class BinaryClassHead(classification_heads.BinaryClassHead):
     return result
 
 
-def _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction):
+def classification_head(n_classes, weight_column, label_vocabulary, loss_reduction):
   reduction = loss_reduction_of(loss_reduction)
   head = classification_heads.classification_head(n_classes, weight_column, label_vocabulary,
                                                   reduction)
@@ -156,7 +156,7 @@ class DNNClassifier(_DNN):
                activation_fn=tf.nn.relu, dropout=None, input_layer_partitioner=None,
                config=None, warm_start_from=None, loss_reduction=SUM,
                batch_norm=False):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, hidden_units, feature_columns, model_dir, optimizer, activation_fn,
                      dropout, input_layer_partitioner, config, warm_start_from, batch_norm)
 
@@ -189,7 +189,7 @@ class LinearClassifier(_Linear):
   def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None,
                label_vocabulary=None, optimizer='Ftrl', config=None, partitioner=None,
                warm_start_from=None, loss_reduction=SUM, sparse_combiner='sum'):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, feature_columns, model_dir, optimizer, config, partitioner,
                      warm_start_from, sparse_combiner)
 
@@ -231,7 +231,7 @@ class DNNLinearCombinedClassifier(_Combined):
                label_vocabulary=None, input_layer_partitioner=None, config=None,
                warm_start_from=None, loss_reduction=SUM, batch_norm=False,
                linear_sparse_combiner='sum'):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, model_dir, linear_feature_columns, linear_optimizer,
                      dnn_feature_columns, dnn_optimizer, dnn_hidden_units, dnn_activation_fn,
                      dnn_dropout, input_layer_partitioner, config, warm_start_from, batch_norm,
@@ -260,7 +260,7 @@ class BaselineClassifier(canned_estimator.CannedEstimator):
 
   def __init__(self, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None,
                optimizer='Ftrl', config=None, loss_reduction=SUM):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, [baseline.baseline_part(optimizer)], model_dir, config,
                      trainer=V1Trainer(False))
 
