@@ -11,6 +11,8 @@ the original's names (`hiddenlayer_0/kernel`, `logits/bias`, `linear_model/<colu
 `DNNEstimator`'s.  A DNN's batch-normalization updates go to `tf.GraphKeys.UPDATE_OPS`, which a
 `model_fn` runs with its train op (the original's Keras layers put them there too).
 """
+import warnings
+
 import tensorflow as tf
 
 from tpu_estimator.canned import canned_estimator
@@ -18,6 +20,7 @@ from tpu_estimator.canned import dnn
 from tpu_estimator.canned import linear
 from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator import errors
+from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 
@@ -63,9 +66,11 @@ def linear_logit_fn_builder(units, feature_columns, sparse_combiner='sum'):
     linear.check_sparse_combiner(sparse_combiner)
     features = canned_estimator.check_features(features)
     cols_to_vars = {}
-    logits = _v1.feature_column.linear_model(features, columns, units=units,
-                                             sparse_combiner=sparse_combiner,
-                                             cols_to_vars=cols_to_vars)
+    with quiet.internal_calls(), warnings.catch_warnings():  # tf.feature_column's TF1 code
+      warnings.filterwarnings('ignore', message='`layer.add_variable` is deprecated')
+      logits = _v1.feature_column.linear_model(features, columns, units=units,
+                                               sparse_combiner=sparse_combiner,
+                                               cols_to_vars=cols_to_vars)
     bias = cols_to_vars.pop('bias')
     weights = [part for parts in cols_to_vars.values() for part in parts]
     if units > 1:

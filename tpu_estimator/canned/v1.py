@@ -85,16 +85,22 @@ class V1Trainer(canned_estimator.Trainer):
       get_optimizer(part.optimizer, part.learning_rate, part.argument)
 
   def train_op(self, parts, owned, loss, head):
+    # The original's v1 head applied the optimizer in its name scope (`head`, or the head's
+    # name) inside the model's: optimizer variables that are not slots (Adam's
+    # `dnn/head/beta1_power`) are named by it.
+    head_scope = getattr(head, 'name', None) or 'head'
     global_step = _v1.train.get_or_create_global_step()
     if self._in_scope:
       (part,), (variables,) = parts, owned
-      with _v1.variable_scope(part.scope):
+      with _v1.variable_scope(part.scope, auxiliary_name_scope=False), \
+          tf.name_scope('%s/%s/' % (part.scope, head_scope)):
         optimizer = get_optimizer(part.optimizer, part.learning_rate, part.argument)
         return optimizer.minimize(loss, global_step=global_step, var_list=variables)
-    ops = [get_optimizer(part.optimizer, part.learning_rate, part.argument).minimize(
-        loss, var_list=variables) for part, variables in zip(parts, owned)]
-    with tf.control_dependencies([tf.group(*ops)]):
-      return _v1.assign_add(global_step, 1).op
+    with tf.name_scope(head_scope + '/'):
+      ops = [get_optimizer(part.optimizer, part.learning_rate, part.argument).minimize(
+          loss, var_list=variables) for part, variables in zip(parts, owned)]
+      with tf.control_dependencies([tf.group(*ops)]):
+        return _v1.assign_add(global_step, 1).op
 
 
 def _num_ps_replicas(config):
