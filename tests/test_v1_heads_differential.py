@@ -5,7 +5,7 @@ v1 head factories, runs unchanged on the original (TF 2.15 + tensorflow-estimato
 ours (TF 2.21, after `tpu_estimator.compat.install()`).
 
 Two rounds of two parallel subprocesses: each side trains every model; then each side
-evaluates and predicts from a copy of the model_dir the OTHER side wrote.
+evaluates a copy of the model_dir the OTHER side wrote.
 """
 import os
 import shutil
@@ -90,13 +90,10 @@ def test_same_program_same_values(runs, model):
 
 @pytest.mark.parametrize('model', MODELS)
 def test_model_dirs_restore_on_the_other_side(runs, model):
-  """Ours evaluates and predicts the original's model_dir as the original did, and the
-  original ours."""
+  """Ours evaluates the original's model_dir as the original did, and the original ours."""
   results = reference.check(runs)
   orig, ours = (results[impl]['write'][model] for impl in IMPLS)
   here, there = results['ours']['resume'][model], results['orig']['resume'][model]
   assert_close(orig['evaluation'], here['evaluation'], 'original model_dir here')
-  assert_close(orig['predictions'], here['predictions'], 'its predictions here')
   assert_close(ours['evaluation'], there['evaluation'], 'our model_dir there')
-  assert_close(ours['predictions'], there['predictions'], 'our predictions there')
   assert here['evaluation']['global_step'] == N_STEPS

@@ -7,7 +7,7 @@ tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N}: train M for N steps in D; report the
       checkpoint's variables and shapes, evaluation, predictions, export signatures.
   {'task': 'resume', 'model': M, 'dir': D}: D holds the other implementation's model_dir:
-      evaluate and predict it.
+      evaluate it (every variable is read: a restore that differs shows).
 Both sides run at once on the test machine's cores, so each model is trained, evaluated,
 predicted once, and exported where its head's signatures are not already another model's.
 The heads are the original's v1 heads, made by its v1 head factories (the module
@@ -156,12 +156,13 @@ def signatures(est, model_dir):
 EXPORTED = ('dnn', 'linear', 'wide_deep')
 
 
-def report(est, model, model_dir, export=False):
+def report(est, model, model_dir, export=False, predict=True):
   _, eval_input_fn, predict_input_fn = input_fns(model)
   result = {'variables': [[name, list(shape)]
                           for name, shape in tf.train.list_variables(model_dir)],
-            'evaluation': plain(est.evaluate(eval_input_fn)),
-            'predictions': [plain(p) for p in est.predict(predict_input_fn)][:6]}
+            'evaluation': plain(est.evaluate(eval_input_fn))}
+  if predict:
+    result['predictions'] = [plain(p) for p in est.predict(predict_input_fn)][:6]
   if export:
     result['signatures'] = signatures(est, model_dir)
   return result
@@ -178,7 +179,7 @@ def main():
       est.train(input_fns(model)[0], steps=task['steps'])
       results.append(report(est, model, model_dir, export=model in EXPORTED))
     else:
-      results.append(report(est, model, model_dir))
+      results.append(report(est, model, model_dir, predict=False))
   with open(sys.argv[3], 'w') as f:
     json.dump({'tf_version': tf.__version__, 'results': results}, f)
 
