@@ -196,4 +196,5 @@ def test_legacy_paths_hold_them():
   assert built[base + '.canned.baseline'].BaselineEstimator is v1_estimators.BaselineEstimator
   assert built[base + '.model_fn'].call_logit_fn is logit_fns.call_logit_fn
   head_module = built[base + '.canned.head']
-  assert head_module._regression_head is v1_heads.regression_head  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  assert head_module._regression_head is v1_heads.regression_head

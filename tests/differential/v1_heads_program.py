@@ -26,7 +26,8 @@ if sys.argv[1] == 'ours':
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
-from tensorflow_estimator.python.estimator.canned import head as head_lib  # pylint: disable=wrong-import-position
+# pylint: disable=wrong-import-position,protected-access
+from tensorflow_estimator.python.estimator.canned import head as head_lib
 
 E1 = tf.compat.v1.estimator
 fc = tf.feature_column
@@ -78,26 +79,26 @@ def build(model, model_dir):
   deep, wide = columns()
   config = tf.estimator.RunConfig(tf_random_seed=1)
   if model == 'dnn':
-    head = head_lib._multi_class_head_with_softmax_cross_entropy_loss(  # pylint: disable=protected-access
+    head = head_lib._multi_class_head_with_softmax_cross_entropy_loss(
         3, weight_column='w', label_vocabulary=['a', 'b', 'c'])
     return E1.DNNEstimator(head, [4, 3], deep, model_dir=model_dir, config=config)
   if model == 'linear':
-    head = head_lib._regression_head(  # pylint: disable=protected-access
+    head = head_lib._regression_head(
         weight_column='w', label_dimension=2, loss_reduction=tf.compat.v1.losses.Reduction.MEAN)
     return E1.LinearEstimator(head, wide, model_dir=model_dir, config=config,
                               sparse_combiner='mean')
   if model == 'wide_deep':
-    head = head_lib._binary_logistic_head_with_sigmoid_cross_entropy_loss(  # pylint: disable=protected-access
+    head = head_lib._binary_logistic_head_with_sigmoid_cross_entropy_loss(
         thresholds=[0.3], label_vocabulary=['no', 'yes'], name='buy')
     return E1.DNNLinearCombinedEstimator(
         head, model_dir=model_dir, linear_feature_columns=wide, dnn_feature_columns=deep,
         dnn_hidden_units=[5], dnn_optimizer='Adam', config=config)
   if model == 'baseline':
-    head = head_lib._binary_logistic_or_multi_class_head(  # pylint: disable=protected-access
+    head = head_lib._binary_logistic_or_multi_class_head(
         3, None, None, tf.compat.v1.losses.Reduction.SUM_OVER_BATCH_SIZE)
     return E1.BaselineEstimator(head, model_dir=model_dir, optimizer='Adagrad', config=config)
   if model == 'logit_fn':
-    head = head_lib._binary_logistic_head_with_sigmoid_cross_entropy_loss()  # pylint: disable=protected-access
+    head = head_lib._binary_logistic_head_with_sigmoid_cross_entropy_loss()
     return E1.Estimator(logit_fn_model_fn, model_dir=model_dir, config=config,
                         params={'head': head})
   raise ValueError(model)
