@@ -104,13 +104,17 @@ def test_v1_head_factories_take_the_v1_reductions():
 
 def test_a_v2_head_trains_with_the_v1_optimizer(tmp_path):
   """The original's v1 classes could not train a tf.estimator head (it asked for a Keras
-  optimizer); here it trains with the v1 optimizer, slots beside the variables."""
+  optimizer); here it trains with the v1 optimizer, slots beside the variables and Adam's
+  other variables in the head's name scope inside the model's (the original's
+  `dnn/<head name>/beta1_power` for its v1 heads)."""
   x = np.array([[0., 1.], [1., 0.], [1., 1.], [0., 0.]], np.float32)
   y = np.array([[1], [0], [1], [0]], np.int64)
-  est = v1_estimators.DNNEstimator(canned.BinaryClassHead(), [3], [X], model_dir=str(tmp_path))
+  est = v1_estimators.DNNEstimator(canned.BinaryClassHead(name='buy'), [3], [X],
+                                   model_dir=str(tmp_path), optimizer='Adam')
   est.train(lambda: tf.data.Dataset.from_tensor_slices(({'x': x}, y)).batch(4), steps=1)
   names = est.get_variable_names()
-  assert 'dnn/logits/kernel/t_0/Adagrad' in names and 'global_step' in names
+  assert 'dnn/logits/kernel/t_0/Adam' in names and 'global_step' in names
+  assert 'dnn/buy/beta1_power' in names
 
 
 def _graph_variables(build):
