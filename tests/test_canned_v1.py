@@ -10,6 +10,7 @@ import tensorflow as tf
 import tpu_estimator
 from tpu_estimator import canned
 from tpu_estimator.canned import v1
+from tpu_estimator.canned import v1_estimators
 from tpu_estimator.compat import namespaces
 
 fc = tf.feature_column
@@ -164,6 +165,6 @@ def test_legacy_namespaces_hold_the_v1_classes():
   dnn = modules['tensorflow_estimator.python.estimator.canned.dnn']
   assert dnn['DNNClassifier'] is v1.DNNClassifier
   assert dnn['DNNClassifierV2'] is canned.DNNClassifier
-  assert 'DNNEstimator' not in dnn  # the v1 one took a tf.contrib head
+  assert dnn['DNNEstimator'] is v1_estimators.DNNEstimator  # the head-taking v1 class
   baseline = modules['tensorflow_estimator.python.estimator.canned.baseline']
   assert baseline['BaselineRegressor'] is v1.BaselineRegressor

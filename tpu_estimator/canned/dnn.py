@@ -100,37 +100,51 @@ def _activation(activation_fn):
                           activation_fn=activation_fn)
 
 
+def check_network_arguments(feature_columns, hidden_units, activation_fn, dropout):
+  """The checked network arguments: (feature_columns, hidden_units, activation_fn, dropout)."""
+  feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
+  hidden_units = check_hidden_units(hidden_units)
+  dropout = check_dropout(dropout)
+  return feature_columns, hidden_units, _activation(activation_fn), dropout
+
+
+def network(features, mode, units, feature_columns, hidden_units, activation_fn, dropout,
+            batch_norm_, input_layer_partitioner=None):
+  """The network's logits ([batch, units]) and batch-norm update ops, its variables made in
+  the current variable scope (`input_from_feature_columns/...`, `hiddenlayer_<i>/...`,
+  `logits/...`); the arguments are checked ones."""
+  training = mode == ModeKeys.TRAIN
+  update_ops = []
+  features = canned_estimator.check_features(features)
+  with _v1.variable_scope('input_from_feature_columns', partitioner=input_layer_partitioner):
+    net = _v1.feature_column.input_layer(features, feature_columns)
+  for index, layer_units in enumerate(hidden_units):
+    with _v1.variable_scope('hiddenlayer_%d' % index) as scope:
+      net = dense(net, layer_units, activation_fn)
+      if dropout and training:
+        net = tf.nn.dropout(net, rate=dropout)
+      if batch_norm_:
+        net, updates = batch_norm(net, 'batchnorm_%d' % index, training)
+        update_ops.extend(updates)
+    _layer_summaries(net, scope.name)
+  with _v1.variable_scope('logits') as scope:
+    logits = dense(net, units, None)
+  _layer_summaries(logits, scope.name)
+  return logits, update_ops
+
+
 def dnn_part(feature_columns, hidden_units, activation_fn, dropout, batch_norm_, optimizer,
              argument='optimizer', learning_rate=LEARNING_RATE, partitioner=None,
              input_layer_partitioner=None):
   """The network as a `canned_estimator.Part` (scope `dnn`).  The partitioners (the v1
   estimators') split the variables of `dnn` and of its input layer."""
-  feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
-  hidden_units = check_hidden_units(hidden_units)
-  dropout = check_dropout(dropout)
-  activation_fn = _activation(activation_fn)
+  feature_columns, hidden_units, activation_fn, dropout = check_network_arguments(
+      feature_columns, hidden_units, activation_fn, dropout)
 
   def build(features, mode, logits_dimension):
-    training = mode == ModeKeys.TRAIN
-    update_ops = []
-    features = canned_estimator.check_features(features)
     with _v1.variable_scope('dnn', partitioner=partitioner):
-      with _v1.variable_scope('input_from_feature_columns',
-                              partitioner=input_layer_partitioner):
-        net = _v1.feature_column.input_layer(features, feature_columns)
-      for index, units in enumerate(hidden_units):
-        with _v1.variable_scope('hiddenlayer_%d' % index) as scope:
-          net = dense(net, units, activation_fn)
-          if dropout and training:
-            net = tf.nn.dropout(net, rate=dropout)
-          if batch_norm_:
-            net, updates = batch_norm(net, 'batchnorm_%d' % index, training)
-            update_ops.extend(updates)
-        _layer_summaries(net, scope.name)
-      with _v1.variable_scope('logits') as scope:
-        logits = dense(net, logits_dimension, None)
-      _layer_summaries(logits, scope.name)
-    return logits, update_ops
+      return network(features, mode, logits_dimension, feature_columns, hidden_units,
+                     activation_fn, dropout, batch_norm_, input_layer_partitioner)
 
   return canned_estimator.Part('dnn', build, optimizer, learning_rate, argument)
 

@@ -25,14 +25,19 @@ def learning_rate(feature_columns, ceiling=0.2):
   return min(ceiling, 1. / math.sqrt(len(feature_columns)))
 
 
+def check_sparse_combiner(sparse_combiner):
+  if sparse_combiner not in _SPARSE_COMBINERS:
+    raise errors.value_error('sparse_combiner must be one of %s.' % (_SPARSE_COMBINERS,),
+                             sparse_combiner=sparse_combiner)
+  return sparse_combiner
+
+
 def linear_part(feature_columns, optimizer, sparse_combiner='sum', argument='optimizer',
                 rate_ceiling=0.2, partitioner=None):
   """The linear model as a `canned_estimator.Part` (scope `linear`; `partitioner`, the v1
   estimators', splits its variables)."""
   feature_columns = canned_estimator.check_feature_columns('feature_columns', feature_columns)
-  if sparse_combiner not in _SPARSE_COMBINERS:
-    raise errors.value_error('sparse_combiner must be one of %s.' % (_SPARSE_COMBINERS,),
-                             sparse_combiner=sparse_combiner)
+  check_sparse_combiner(sparse_combiner)
 
   def build(features, mode, logits_dimension):
     del mode

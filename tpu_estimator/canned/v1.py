@@ -86,16 +86,22 @@ class V1Trainer(canned_estimator.Trainer):
       get_optimizer(part.optimizer, part.learning_rate, part.argument)
 
   def train_op(self, parts, owned, loss, head):
+    # The original's v1 head applied the optimizer in its name scope (`head`, or the head's
+    # name) inside the model's: optimizer variables that are not slots (Adam's
+    # `dnn/head/beta1_power`) are named by it.
+    head_scope = getattr(head, 'name', None) or 'head'
     global_step = _v1.train.get_or_create_global_step()
     if self._in_scope:
       (part,), (variables,) = parts, owned
-      with _v1.variable_scope(part.scope):
+      with _v1.variable_scope(part.scope, auxiliary_name_scope=False), \
+          tf.name_scope('%s/%s/' % (part.scope, head_scope)):
         optimizer = get_optimizer(part.optimizer, part.learning_rate, part.argument)
         return optimizer.minimize(loss, global_step=global_step, var_list=variables)
-    ops = [get_optimizer(part.optimizer, part.learning_rate, part.argument).minimize(
-        loss, var_list=variables) for part, variables in zip(parts, owned)]
-    with tf.control_dependencies([tf.group(*ops)]):
-      return _v1.assign_add(global_step, 1).op
+    with tf.name_scope(head_scope + '/'):
+      ops = [get_optimizer(part.optimizer, part.learning_rate, part.argument).minimize(
+          loss, var_list=variables) for part, variables in zip(parts, owned)]
+      with tf.control_dependencies([tf.group(*ops)]):
+        return _v1.assign_add(global_step, 1).op
 
 
 def _num_ps_replicas(config):
@@ -122,7 +128,7 @@ class BinaryClassHead(classification_heads.BinaryClassHead):
     return result
 
 
-def _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction):
+def classification_head(n_classes, weight_column, label_vocabulary, loss_reduction):
   reduction = loss_reduction_of(loss_reduction)
   head = classification_heads.classification_head(n_classes, weight_column, label_vocabulary,
                                                   reduction)
@@ -157,7 +163,7 @@ class DNNClassifier(_DNN):
                activation_fn=tf.nn.relu, dropout=None, input_layer_partitioner=None,
                config=None, warm_start_from=None, loss_reduction=SUM,
                batch_norm=False):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, hidden_units, feature_columns, model_dir, optimizer, activation_fn,
                      dropout, input_layer_partitioner, config, warm_start_from, batch_norm)
 
@@ -195,7 +201,7 @@ class LinearClassifier(_Linear):
   def __init__(self, feature_columns, model_dir=None, n_classes=2, weight_column=None,
                label_vocabulary=None, optimizer='Ftrl', config=None, partitioner=None,
                warm_start_from=None, loss_reduction=SUM, sparse_combiner='sum'):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, feature_columns, model_dir, optimizer, config, partitioner,
                      warm_start_from, sparse_combiner)
 
@@ -237,7 +243,7 @@ class DNNLinearCombinedClassifier(_Combined):
                label_vocabulary=None, input_layer_partitioner=None, config=None,
                warm_start_from=None, loss_reduction=SUM, batch_norm=False,
                linear_sparse_combiner='sum'):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, model_dir, linear_feature_columns, linear_optimizer,
                      dnn_feature_columns, dnn_optimizer, dnn_hidden_units, dnn_activation_fn,
                      dnn_dropout, input_layer_partitioner, config, warm_start_from, batch_norm,
@@ -266,7 +272,7 @@ class BaselineClassifier(canned_estimator.CannedEstimator):
 
   def __init__(self, model_dir=None, n_classes=2, weight_column=None, label_vocabulary=None,
                optimizer='Ftrl', config=None, loss_reduction=SUM):
-    head = _classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+    head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
     super().__init__(head, [baseline.baseline_part(optimizer)], model_dir, config,
                      trainer=V1Trainer(False))
 

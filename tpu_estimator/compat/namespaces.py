@@ -15,7 +15,10 @@ import types
 
 import tpu_estimator as _te
 from tpu_estimator import canned as _canned
+from tpu_estimator.canned import logit_fns as _logit_fns
 from tpu_estimator.canned import v1 as _canned_v1
+from tpu_estimator.canned import v1_estimators as _v1_estimators
+from tpu_estimator.canned import v1_heads as _v1_heads
 from tpu_estimator.compat import tf_modules
 from tpu_estimator import export as _export
 from tpu_estimator import keras_models as _keras_models
@@ -45,6 +48,10 @@ EXPERIMENTAL_NAMES = (
     'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook', 'stop_if_higher_hook',
     'stop_if_lower_hook', 'stop_if_no_decrease_hook', 'stop_if_no_increase_hook')
 INPUTS_NAMES = ('numpy_input_fn', 'pandas_input_fn')
+# The experimental logit_fn API: all of it in tf.compat.v1.estimator.experimental,
+# call_logit_fn alone in tf.estimator.experimental (as the original).
+V1_EXPERIMENTAL = {n: getattr(_logit_fns, n) for n in _logit_fns.NAMES}
+V2_EXPERIMENTAL = {'call_logit_fn': _logit_fns.call_logit_fn}
 EARLY_STOPPING_NAMES = ('make_early_stopping_hook', 'read_eval_metrics', 'stop_if_higher_hook',
                         'stop_if_lower_hook', 'stop_if_no_decrease_hook',
                         'stop_if_no_increase_hook')
@@ -53,9 +60,10 @@ TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
 
 _CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinearCombined* '
            'and Baseline* (tf.estimator and the TF1-semantics tf.compat.v1.estimator ones) and '
-           'the tf.estimator heads (BinaryClassHead, ...; tpu_estimator.canned), not '
-           'BoostedTrees/RNN nor the v1 *Estimator classes taking a tf.contrib head: '
-           'write a model_fn, or use tf.estimator.<name> with a tf.estimator head')
+           'the tf.estimator heads (BinaryClassHead, ...; tpu_estimator.canned), the v1 '
+           '*Estimator classes taking a head and the experimental logit_fn builders, not '
+           'BoostedTrees/RNN: write a model_fn, or use tf.estimator.<name> with a '
+           'tf.estimator head')
 _MISSING_HINTS = {
     'KMeans': 'as in the original, KMeans is tf.compat.v1.estimator.experimental.KMeans',
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
@@ -242,12 +250,11 @@ def build():
   def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
     tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
-    # KMeans: in tf.compat.v1.estimator.experimental only, as in the original.
-    experimental_names = dict(experimental, KMeans=_canned.KMeans) if with_inputs else \
-        experimental
+    # KMeans and the logit_fn builders: in the v1 experimental namespace, as in the original.
+    extra = dict(V1_EXPERIMENTAL, KMeans=_canned.KMeans) if with_inputs else V2_EXPERIMENTAL
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
-                               experimental_names),
+                               dict(experimental, **extra)),
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
@@ -258,6 +265,7 @@ def build():
     subs.update(pick(canned_names, lambda n: getattr(_canned, n)))
     if with_inputs:
       subs.update({n: getattr(_canned_v1, n) for n in _canned_v1.NAMES})
+      subs.update({n: getattr(_v1_estimators, n) for n in _v1_estimators.NAMES})
     return ns(name, qualname, dict(estimator, **subs))
 
   v1 = estimator_tree('tensorflow.compat.v1.estimator', 'tf.compat.v1.estimator', True)
@@ -313,7 +321,8 @@ def legacy_modules(base, estimator, export, tpu):
       base + '.estimator': dict(pick_('Estimator', 'WarmStartSettings', 'VocabInfo'),
                                 **PRIVATE_HELPERS),
       base + '.estimator_lib': dict(estimator),
-      base + '.model_fn': pick_('EstimatorSpec', 'ModeKeys'),
+      base + '.model_fn': dict(pick_('EstimatorSpec', 'ModeKeys'),
+                               call_logit_fn=_logit_fns.call_logit_fn),
       base + '.mode_keys': pick_('ModeKeys'),
       base + '.run_config': pick_('RunConfig'),
       base + '.training': pick_('TrainSpec', 'EvalSpec', 'train_and_evaluate'),
@@ -347,10 +356,10 @@ def legacy_modules(base, estimator, export, tpu):
 
 def _canned_v2(*names):
   """`{name: v1 class, nameV2: v2 class}`: the original's canned modules held the
-  TF1-semantics class under the plain name and the tf.estimator one under `...V2` (the
-  `*Estimator` classes, which took a tf.contrib head in v1, only under `...V2`)."""
+  TF1-semantics class under the plain name and the tf.estimator one under `...V2`."""
   values = {name + 'V2': getattr(_canned, name) for name in names}
-  values.update({name: getattr(_canned_v1, name) for name in names if name in _canned_v1.NAMES})
+  for v1_module in (_canned_v1, _v1_estimators):
+    values.update({name: getattr(v1_module, name) for name in names if name in v1_module.NAMES})
   return values
 
 
@@ -359,10 +368,14 @@ def canned_modules(base):
   head = base + '.head'
   return {
       base + '.canned': {},
-      base + '.canned.dnn': _canned_v2('DNNClassifier', 'DNNRegressor', 'DNNEstimator'),
+      base + '.canned.dnn': dict(_canned_v2('DNNClassifier', 'DNNRegressor', 'DNNEstimator'),
+                                 dnn_logit_fn_builder=_logit_fns.dnn_logit_fn_builder),
       base + '.canned.linear': dict(_canned_v2('LinearClassifier', 'LinearRegressor',
                                                'LinearEstimator'),
-                                    LinearSDCA=_canned.LinearSDCA),
+                                    LinearSDCA=_canned.LinearSDCA,
+                                    linear_logit_fn_builder=_logit_fns.linear_logit_fn_builder),
+      # The v1 heads' factories (private in the original, the only makers of its v1 heads).
+      base + '.canned.head': dict(_v1_heads.LEGACY_NAMES),
       base + '.canned.dnn_linear_combined': _canned_v2(
           'DNNLinearCombinedClassifier', 'DNNLinearCombinedRegressor',
           'DNNLinearCombinedEstimator'),
