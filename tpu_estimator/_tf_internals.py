@@ -354,3 +354,12 @@ def set_initializer(variable, op):
   """Makes `op` the initializer of `variable` (what `global_variables_initializer` runs), as
   TensorFlow's own warm start does for the variables it initialises from a checkpoint."""
   variable._initializer_op = op  # pylint: disable=protected-access
+
+
+def feature_column_v2():
+  """TensorFlow's `feature_column_v2` module: the column base classes (`DenseColumn`,
+  `SequenceDenseColumn`), `FeatureTransformationCache` and the `StateManager` interface, which
+  `tf.feature_column` columns take in `get_dense_tensor`/`get_sequence_dense_tensor`/
+  `create_state` and which only Keras' (2) feature layers used publicly.  Checked on 2.16-2.21."""
+  from tensorflow.python.feature_column import feature_column_v2 as fc_v2  # pylint: disable=g-import-not-at-top
+  return fc_v2
