@@ -20,7 +20,8 @@ _v1 = tf.compat.v1
 
 class _StateManager(_tf_internals.feature_column_v2().StateManager):
   """Makes the columns' variables (`embedding_weights`, ...) in the variable scope
-  `<scope>/<column name>` of the current graph, reused on a second call."""
+  `<scope>/<column name>` of the current graph, reused on a second call, and keeps the
+  resources columns add."""
 
   def __init__(self, scope):
     self._scope = scope
@@ -38,6 +39,17 @@ class _StateManager(_tf_internals.feature_column_v2().StateManager):
 
   def get_variable(self, feature_column, name):
     return self._variables[(feature_column.name, name)]
+
+  # Resources (a vocabulary column's lookup table): none made in advance; a column that
+  # finds none makes its own in the graph, as Keras 2's feature layers let it.
+  def add_resource(self, feature_column, name, resource):
+    self._variables[(feature_column.name, 'resource:' + name)] = resource
+
+  def has_resource(self, feature_column, name):
+    return (feature_column.name, 'resource:' + name) in self._variables
+
+  def get_resource(self, feature_column, name):
+    return self._variables[(feature_column.name, 'resource:' + name)]
 
 
 def check_sequence_columns(columns):
@@ -76,7 +88,7 @@ def check_context_columns(columns):
   columns = list(columns)
   for column in columns:
     if not isinstance(column, fc_v2.DenseColumn) or \
-        isinstance(column, fc_v2.SequenceDenseColumn):
+        type(column).__name__ == 'SequenceNumericColumn':
       raise errors.value_error(
           'All context_feature_columns must be dense, non-sequence columns.',
           'Use e.g. tf.feature_column.numeric_column, or an embedding_column/indicator_column '

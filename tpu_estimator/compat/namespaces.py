@@ -15,6 +15,8 @@ import types
 
 import tpu_estimator as _te
 from tpu_estimator import canned as _canned
+from tpu_estimator.canned import rnn as _canned_rnn
+from tpu_estimator.canned import sequential_head as _canned_sequential_head
 from tpu_estimator.canned import v1 as _canned_v1
 from tpu_estimator.compat import tf_modules
 from tpu_estimator import export as _export
@@ -54,12 +56,15 @@ TPU_NAMES = ('InputPipelineConfig', 'RunConfig', 'TPUConfig', 'TPUEstimator',
 _CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinearCombined* '
            'and Baseline* (tf.estimator and the TF1-semantics tf.compat.v1.estimator ones) and '
            'the tf.estimator heads (BinaryClassHead, ...; tpu_estimator.canned), not '
-           'BoostedTrees/KMeans/RNN nor the v1 *Estimator classes taking a tf.contrib head: '
+           'BoostedTrees/KMeans nor the v1 *Estimator classes taking a tf.contrib head: '
            'write a model_fn, or use tf.estimator.<name> with a tf.estimator head')
 _MISSING_HINTS = {
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
                            'drive; use tf.nn.embedding_lookup in model_fn',
+    # As in the original, the RNN estimators are TF2-only experimental names (issue 30).
+    'RNNClassifier': 'as in the original, it is tf.estimator.experimental.RNNClassifier',
+    'RNNEstimator': 'as in the original, it is tf.estimator.experimental.RNNEstimator',
 }
 # Boosted trees (issue 30): tensorflow-estimator dropped them after 2.8 and TensorFlow 2.15+
 # registers their ops without kernels, so nothing could train or serve them here.
@@ -241,9 +246,14 @@ def build():
   def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
     tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
+    if not with_inputs:  # tf.estimator.experimental's RNN estimators (not in v1, as the original)
+      experimental_values = dict(experimental, **{n: getattr(_canned, n)
+                                                  for n in _canned.EXPERIMENTAL_NAMES})
+    else:
+      experimental_values = experimental
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
-                               experimental),
+                               experimental_values),
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
@@ -363,6 +373,9 @@ def canned_modules(base):
           'DNNLinearCombinedEstimator'),
       base + '.canned.baseline': _canned_v2('BaselineClassifier', 'BaselineRegressor',
                                             'BaselineEstimator'),
+      base + '.canned.rnn': {'RNNClassifier': _canned.RNNClassifier,
+                             'RNNEstimator': _canned.RNNEstimator,
+                             'USE_DEFAULT': _canned_rnn.USE_DEFAULT},
       base + '.canned.metric_keys': {'MetricKeys': _canned.MetricKeys},
       base + '.canned.prediction_keys': {'PredictionKeys': _canned.PredictionKeys},
       base + '.canned.parsing_utils': {
@@ -374,6 +387,9 @@ def canned_modules(base):
       head + '.multi_class_head': {'MultiClassHead': _canned.MultiClassHead},
       head + '.multi_label_head': {'MultiLabelHead': _canned.MultiLabelHead},
       head + '.multi_head': {'MultiHead': _canned.MultiHead},
+      head + '.sequential_head': {
+          'SequentialHeadWrapper': _canned.SequentialHeadWrapper,
+          '_SequentialHead': _canned_sequential_head._SequentialHead},  # pylint: disable=protected-access
       head + '.regression_head': {
           'RegressionHead': _canned.RegressionHead,
           'PoissonRegressionHead': _canned.PoissonRegressionHead,
