@@ -198,7 +198,8 @@ _PROBE = textwrap.dedent('''
                               optimizer=tf.compat.v1.train.AdagradOptimizer(0.1))
     est.train(input_fn, steps=2)
     result['trained'] = int(est.get_variable_value('global_step'))
-    result['predicted'] = len(list(est.predict(lambda: input_fn()[0])))
+    result['predicted'] = len(list(est.predict(
+        lambda: tf.data.Dataset.from_tensors(input_fn()[0]))))
     try:
       canned.RNNClassifier(cols, units=[2])
     except ImportError as e:

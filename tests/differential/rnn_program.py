@@ -4,9 +4,9 @@
 Usage: rnn_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N, 'more': K}: train M for N steps in D;
       report its variables (names and shapes), evaluation, predictions and export signatures;
-      then train K more steps in a copy (D + '_more') and report again.
+      then train K more steps in a copy (D + '_more') and evaluate again.
   {'task': 'resume', 'model': M, 'dir': D, 'steps': K}: D is a copy of a model_dir (either
-      side's): evaluate and predict it, train K more steps, evaluate and predict again.
+      side's): evaluate and predict it, train K more steps, evaluate again.
 Data, columns and input_fns are identical on both sides, so one checkpoint gives one result.
 """
 import json
@@ -133,9 +133,11 @@ def signatures(est, model_dir):
                 'outputs': sorted(sig.outputs)} for key, sig in meta.signature_def.items()}
 
 
-def report(est, model):
-  return {'evaluation': plain(est.evaluate(input_fn(model))),
-          'predictions': [plain(p) for p in est.predict(input_fn(model, False))][:6]}
+def report(est, model, predictions=True):
+  result = {'evaluation': plain(est.evaluate(input_fn(model)))}
+  if predictions:
+    result['predictions'] = [plain(p) for p in est.predict(input_fn(model, False))][:6]
+  return result
 
 
 def write(task):
@@ -149,7 +151,7 @@ def write(task):
   shutil.copytree(task['dir'], more_dir, ignore=shutil.ignore_patterns('export'))
   more = build(task['model'], more_dir)
   more.train(input_fn(task['model']), steps=task['more'])
-  result['more'] = report(more, task['model'])
+  result['more'] = report(more, task['model'], predictions=False)
   return result
 
 
@@ -157,7 +159,7 @@ def resume(task):
   est = build(task['model'], task['dir'])
   loaded = report(est, task['model'])
   est.train(input_fn(task['model']), steps=task['steps'])
-  return {'loaded': loaded, 'more': report(est, task['model'])}
+  return {'loaded': loaded, 'more': report(est, task['model'], predictions=False)}
 
 
 def main():

@@ -225,6 +225,14 @@ def _experimental_object(name):
   return getattr(_te, name, None)
 
 
+def _experimental_values(experimental, v1):
+  """What `tf.estimator.experimental` holds (the RNN estimators too), or the v1 one (not them,
+  as in the original)."""
+  if v1:
+    return experimental
+  return dict(experimental, **{n: getattr(_canned, n) for n in _canned.EXPERIMENTAL_NAMES})
+
+
 _BUILT = {}
 
 
@@ -246,14 +254,9 @@ def build():
   def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
     tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
-    if not with_inputs:  # tf.estimator.experimental's RNN estimators (not in v1, as the original)
-      experimental_values = dict(experimental, **{n: getattr(_canned, n)
-                                                  for n in _canned.EXPERIMENTAL_NAMES})
-    else:
-      experimental_values = experimental
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
-                               experimental_values),
+                               _experimental_values(experimental, v1=with_inputs)),
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
