@@ -412,3 +412,34 @@ def test_feature_column_classes_and_cache_give_one_columns_ids_and_dense_tensor(
     ids, dense = session.run([ids, dense])
   assert ids.values.tolist() == [1, 0] and ids.indices[:, 0].tolist() == [0, 1]
   assert dense.tolist() == [[1., 2.], [3., 4.]]
+
+def test_feature_column_v2_reads_sequence_columns_through_a_state_manager(graph):
+  """The RNN estimators' input (canned/sequence_input.py): `SequenceDenseColumn` and
+  `DenseColumn`, `FeatureTransformationCache`, and `create_state`/`get_sequence_dense_tensor`
+  asking a `StateManager` for the embedding variable."""
+  fc_v2 = internals.feature_column_v2()
+  made = {}
+
+  class Manager(fc_v2.StateManager):
+    def create_variable(self, feature_column, name, shape, dtype=None, trainable=True,
+                        use_resource=True, initializer=None):
+      made[name] = v1.get_variable(name, shape, dtype, initializer=tf.ones_initializer())
+      return made[name]
+
+    def get_variable(self, feature_column, name):
+      return made[name]
+
+  column = tf.feature_column.embedding_column(
+      tf.feature_column.sequence_categorical_column_with_identity('ids', 3), 2)
+  assert isinstance(column, fc_v2.SequenceDenseColumn)
+  assert isinstance(tf.feature_column.numeric_column('x'), fc_v2.DenseColumn)
+  ids = tf.SparseTensor([[0, 0], [0, 1], [1, 0]], tf.constant([0, 2, 1], tf.int64), [2, 2])
+  column.create_state(Manager())
+  dense, length = column.get_sequence_dense_tensor(
+      fc_v2.FeatureTransformationCache({'ids': ids}), Manager())
+  assert list(made) == ['embedding_weights']
+  with v1.Session() as session:
+    session.run(v1.global_variables_initializer())
+    dense, length = session.run([dense, length])
+  assert dense.shape == (2, 2, 2) and length.tolist() == [2, 1]
+  np.testing.assert_allclose(dense[1, 1], [0., 0.])  # the padded step

@@ -382,3 +382,11 @@ def feature_transformation_cache(features):
   `column.get_sparse_tensors(cache, None)` and `column.get_dense_tensor(cache, None)` take
   (`tf.feature_column` has no public call giving one column's ids or dense tensor)."""
   return tf.__internal__.feature_column.FeatureTransformationCache(features)
+
+def feature_column_v2():
+  """TensorFlow's `feature_column_v2` module: the column base classes (`DenseColumn`,
+  `SequenceDenseColumn`), `FeatureTransformationCache` and the `StateManager` interface, which
+  `tf.feature_column` columns take in `get_dense_tensor`/`get_sequence_dense_tensor`/
+  `create_state` and which only Keras' (2) feature layers used publicly.  Checked on 2.16-2.21."""
+  from tensorflow.python.feature_column import feature_column_v2 as fc_v2  # pylint: disable=g-import-not-at-top
+  return fc_v2

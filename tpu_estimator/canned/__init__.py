@@ -33,7 +33,10 @@ from tpu_estimator.canned.parse_example_specs import regressor_parse_example_spe
 from tpu_estimator.canned.regression_heads import LogisticRegressionHead
 from tpu_estimator.canned.regression_heads import PoissonRegressionHead
 from tpu_estimator.canned.regression_heads import RegressionHead
+from tpu_estimator.canned.rnn import RNNClassifier
+from tpu_estimator.canned.rnn import RNNEstimator
 from tpu_estimator.canned.sdca import LinearSDCA
+from tpu_estimator.canned.sequential_head import SequentialHeadWrapper
 
 ESTIMATOR_NAMES = (
     'BaselineClassifier', 'BaselineEstimator', 'BaselineRegressor', 'DNNClassifier',
@@ -45,6 +48,8 @@ HEAD_NAMES = ('BinaryClassHead', 'Head', 'LogisticRegressionHead', 'MultiClassHe
 HEAD_FUNCTION_NAMES = ('binary_classification_head', 'logistic_regression_head',
                        'multi_class_head', 'multi_head', 'multi_label_head',
                        'poisson_regression_head', 'regression_head')
+# tf.estimator.experimental's canned estimators.
+EXPERIMENTAL_NAMES = ('RNNClassifier', 'RNNEstimator')
 # What tf.estimator holds of this package (tensorflow-estimator 2.15's names).
 V2_NAMES = ESTIMATOR_NAMES + HEAD_NAMES + ('classifier_parse_example_spec',
                                            'regressor_parse_example_spec')

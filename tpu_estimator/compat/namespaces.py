@@ -16,6 +16,8 @@ import types
 import tpu_estimator as _te
 from tpu_estimator import canned as _canned
 from tpu_estimator.canned import logit_fns as _logit_fns
+from tpu_estimator.canned import rnn as _canned_rnn
+from tpu_estimator.canned import sequential_head as _canned_sequential_head
 from tpu_estimator.canned import v1 as _canned_v1
 from tpu_estimator.canned import v1_estimators as _v1_estimators
 from tpu_estimator.canned import v1_heads as _v1_heads
@@ -62,13 +64,16 @@ _CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinea
            'and Baseline* (tf.estimator and the TF1-semantics tf.compat.v1.estimator ones) and '
            'the tf.estimator heads (BinaryClassHead, ...; tpu_estimator.canned), the v1 '
            '*Estimator classes taking a head and the experimental logit_fn builders, not '
-           'BoostedTrees/RNN: write a model_fn, or use tf.estimator.<name> with a '
+           'BoostedTrees: write a model_fn, or use tf.estimator.<name> with a '
            'tf.estimator head')
 _MISSING_HINTS = {
     'KMeans': 'as in the original, KMeans is tf.compat.v1.estimator.experimental.KMeans',
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
     'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
                            'drive; use tf.nn.embedding_lookup in model_fn',
+    # As in the original, the RNN estimators are TF2-only experimental names (issue 30).
+    'RNNClassifier': 'as in the original, it is tf.estimator.experimental.RNNClassifier',
+    'RNNEstimator': 'as in the original, it is tf.estimator.experimental.RNNEstimator',
 }
 # Boosted trees (issue 30): tensorflow-estimator dropped them after 2.8 and TensorFlow 2.15+
 # registers their ops without kernels, so nothing could train or serve them here.
@@ -229,6 +234,15 @@ def _experimental_object(name):
   return getattr(_te, name, None)
 
 
+def _experimental_values(experimental, v1):
+  """What `tf.estimator.experimental` holds (the RNN estimators and `call_logit_fn` too), or the
+  v1 one (`KMeans` and the logit_fn builders, not the RNN estimators), as in the original."""
+  if v1:
+    return dict(experimental, KMeans=_canned.KMeans, **V1_EXPERIMENTAL)
+  return dict(experimental, **V2_EXPERIMENTAL,
+              **{n: getattr(_canned, n) for n in _canned.EXPERIMENTAL_NAMES})
+
+
 _BUILT = {}
 
 
@@ -250,11 +264,9 @@ def build():
   def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
     tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
-    # KMeans and the logit_fn builders: in the v1 experimental namespace, as in the original.
-    extra = dict(V1_EXPERIMENTAL, KMeans=_canned.KMeans) if with_inputs else V2_EXPERIMENTAL
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
-                               dict(experimental, **extra)),
+                               _experimental_values(experimental, v1=with_inputs)),
             'tpu': tpu_ns}
     if with_inputs:  # v1 only, as in the original
       subs['inputs'] = ns(name + '.inputs', qualname + '.inputs', pick(INPUTS_NAMES, _ours))
@@ -382,6 +394,9 @@ def canned_modules(base):
       base + '.canned.baseline': _canned_v2('BaselineClassifier', 'BaselineRegressor',
                                             'BaselineEstimator'),
       base + '.canned.kmeans': {'KMeansClustering': _canned.KMeans},
+      base + '.canned.rnn': {'RNNClassifier': _canned.RNNClassifier,
+                             'RNNEstimator': _canned.RNNEstimator,
+                             'USE_DEFAULT': _canned_rnn.USE_DEFAULT},
       base + '.canned.metric_keys': {'MetricKeys': _canned.MetricKeys},
       base + '.canned.prediction_keys': {'PredictionKeys': _canned.PredictionKeys},
       base + '.canned.parsing_utils': {
@@ -393,6 +408,9 @@ def canned_modules(base):
       head + '.multi_class_head': {'MultiClassHead': _canned.MultiClassHead},
       head + '.multi_label_head': {'MultiLabelHead': _canned.MultiLabelHead},
       head + '.multi_head': {'MultiHead': _canned.MultiHead},
+      head + '.sequential_head': {
+          'SequentialHeadWrapper': _canned.SequentialHeadWrapper,
+          '_SequentialHead': _canned_sequential_head._SequentialHead},  # pylint: disable=protected-access
       head + '.regression_head': {
           'RegressionHead': _canned.RegressionHead,
           'PoissonRegressionHead': _canned.PoissonRegressionHead,
