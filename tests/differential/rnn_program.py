@@ -18,6 +18,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
+from program_results import jsonable  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 if IMPL == 'orig':
@@ -106,22 +107,6 @@ def input_fn(model, with_labels=True):
   return fn
 
 
-def plain(value):
-  if isinstance(value, dict):
-    return {k: plain(v) for k, v in value.items()}
-  if isinstance(value, bytes):
-    return value.decode()
-  if isinstance(value, (np.ndarray, list, tuple)):
-    return [plain(v) for v in np.asarray(value).tolist()]
-  if isinstance(value, (np.bool_, bool)):
-    return bool(value)
-  if isinstance(value, (np.integer, int)):
-    return int(value)
-  if isinstance(value, (np.floating, float)):
-    return float(value)
-  return value
-
-
 def signatures(est, model_dir):
   spec = fc.make_parse_example_spec(sequence_columns() + [
       fc.numeric_column('context'), fc.categorical_column_with_identity('kind', 3)])
@@ -134,9 +119,9 @@ def signatures(est, model_dir):
 
 
 def report(est, model, predictions=True):
-  result = {'evaluation': plain(est.evaluate(input_fn(model)))}
+  result = {'evaluation': jsonable(est.evaluate(input_fn(model)))}
   if predictions:
-    result['predictions'] = [plain(p) for p in est.predict(input_fn(model, False))][:6]
+    result['predictions'] = [jsonable(p) for p in est.predict(input_fn(model, False))][:6]
   return result
 
 

@@ -15,6 +15,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
+from program_results import jsonable  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 if IMPL == 'orig':
@@ -88,20 +89,6 @@ def input_fns(model):
   return train_input_fn, eval_input_fn, predict_input_fn
 
 
-def plain(value):
-  if isinstance(value, dict):
-    return {k: plain(v) for k, v in value.items()}
-  if isinstance(value, bytes):
-    return value.decode()
-  if isinstance(value, (np.ndarray, list, tuple)):
-    return [plain(v) for v in np.asarray(value).tolist()]
-  if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
-    return int(value)
-  if isinstance(value, (np.floating, float)):
-    return float(value)
-  return value
-
-
 def train(est, model, steps):
   """Trains `steps` steps; returns the training loss of each (the `loss` summaries, written at
   every step)."""
@@ -129,16 +116,16 @@ def report(est, model, run=True):
     shapes[name] = [list(shape), str(value.dtype)]
     if name.startswith('ShardedMutableHashTable') and name.endswith('-keys'):
       values = tf.train.load_variable(est.model_dir, name[:-len('keys')] + 'values')
-      tables[name[:-len('-keys')]] = {'%d,%d' % tuple(k): plain(v)
+      tables[name[:-len('-keys')]] = {'%d,%d' % tuple(k): jsonable(v)
                                       for k, v in zip(value.tolist(), values)
                                       if tuple(k) != (0, 0)}
     elif not name.startswith('ShardedMutableHashTable'):
-      variables[name] = plain(value)
+      variables[name] = jsonable(value)
   result = {'variable_names': est.get_variable_names(), 'shapes': shapes,
             'variables': variables, 'state_tables': tables}
   if run:
-    result['evaluation'] = plain(est.evaluate(eval_input_fn))
-    result['predictions'] = [plain(p) for p in est.predict(predict_input_fn)][:6]
+    result['evaluation'] = jsonable(est.evaluate(eval_input_fn))
+    result['predictions'] = [jsonable(p) for p in est.predict(predict_input_fn)][:6]
   return result
 
 

@@ -26,6 +26,7 @@ if sys.argv[1] == 'ours':
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
+from program_results import jsonable  # pylint: disable=wrong-import-position
 # pylint: disable=wrong-import-position,protected-access
 from tensorflow_estimator.python.estimator.canned import head as head_lib
 
@@ -126,20 +127,6 @@ def input_fns(model):
   return train_input_fn, eval_input_fn, predict_input_fn
 
 
-def plain(value):
-  if isinstance(value, dict):
-    return {k: plain(v) for k, v in value.items()}
-  if isinstance(value, bytes):
-    return value.decode()
-  if isinstance(value, (np.ndarray, list, tuple)):
-    return [plain(v) for v in np.asarray(value).tolist()]
-  if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
-    return int(value)
-  if isinstance(value, (np.floating, float)):
-    return float(value)
-  return value
-
-
 def signatures(est, model_dir):
   deep, wide = columns()
   spec = fc.make_parse_example_spec(deep + wide + [fc.numeric_column('w')])
@@ -161,9 +148,9 @@ def report(est, model, model_dir, export=False, predict=True):
   _, eval_input_fn, predict_input_fn = input_fns(model)
   result = {'variables': [[name, list(shape)]
                           for name, shape in tf.train.list_variables(model_dir)],
-            'evaluation': plain(est.evaluate(eval_input_fn))}
+            'evaluation': jsonable(est.evaluate(eval_input_fn))}
   if predict:
-    result['predictions'] = [plain(p) for p in est.predict(predict_input_fn)][:6]
+    result['predictions'] = [jsonable(p) for p in est.predict(predict_input_fn)][:6]
   if export:
     result['signatures'] = signatures(est, model_dir)
   return result
