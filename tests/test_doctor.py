@@ -138,10 +138,19 @@ def test_unreadable_program_exits_2(tmp_path, capsys):
   py2 = tmp_path / 'py2.py'
   py2.write_text('import tensorflow as tf\nprint "hello"\n')
   from tpu_estimator.tools import cli  # pylint: disable=import-outside-toplevel
-  assert cli.main(['doctor', str(py2)]) == 2
-  assert 'cannot read the program' in capsys.readouterr().err
-  assert cli.main(['doctor', str(tmp_path / 'absent.py')]) == 2
-  assert cli.main(['doctor']) == 2
+  # cli.main prepares run's environment (TF_USE_LEGACY_KERAS=1) in this process: put back after,
+  # or every later test's child processes would load tf_keras as tf.keras.
+  before = os.environ.get('TF_USE_LEGACY_KERAS')
+  try:
+    assert cli.main(['doctor', str(py2)]) == 2
+    assert 'cannot read the program' in capsys.readouterr().err
+    assert cli.main(['doctor', str(tmp_path / 'absent.py')]) == 2
+    assert cli.main(['doctor']) == 2
+  finally:
+    if before is None:
+      os.environ.pop('TF_USE_LEGACY_KERAS', None)
+    else:
+      os.environ['TF_USE_LEGACY_KERAS'] = before
 
 
 # ---------------------------------------------------------------------------------------------
