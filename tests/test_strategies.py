@@ -46,7 +46,7 @@ def test_warm_start_sets_every_replica_of_keras_3_layers(tmp_path):
                        config=te.EstimatorRunConfig(train_distribute=strategy))
     est.train(_input_fn, steps=1)
     kernels.append(est.get_variable_value('dense/kernel'))
-  np.testing.assert_allclose(kernels[1], kernels[0], rtol=1e-5)
+  np.testing.assert_allclose(kernels[1], kernels[0], rtol=1e-5, atol=1e-7)  # 2-replica sums round
 
 
 def test_model_fn_summaries_are_written_once_a_step(tmp_path):
