@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -125,17 +126,43 @@ def run_both(pythons, program, tasks, workdir, tag, timeout):
 
 def resume_tasks(workdir, written, models, steps):
   """{impl: ['resume' tasks]}: each implementation trains `steps` more in a copy of the
-  model_dir the other wrote for each model (`written[impl][model]`), so each resumes the
-  other's checkpoints."""
+  model_dir the other wrote for each model (`written[impl][model]`; an exported SavedModel is
+  no part of what is resumed and is left out), so each resumes the other's checkpoints."""
   tasks = {}
   for impl in IMPLS:
     other = 'ours' if impl == 'orig' else 'orig'
     tasks[impl] = []
     for model in models:
       target = os.path.join(workdir, impl, 'from_%s_%s' % (other, model))
-      shutil.copytree(written[other][model], target)
+      shutil.copytree(written[other][model], target, ignore=shutil.ignore_patterns('export'))
       tasks[impl].append({'task': 'resume', 'model': model, 'dir': target, 'steps': steps})
   return tasks
+
+
+def write_and_resume(who, program, workdir, models, write, resumed, steps, timeout):
+  """The usual two rounds of a differential program, both implementations at once: each writes
+  a model_dir per model (task `{'task': 'write', 'model': M, 'dir': D, 'resumed': whether M is
+  in `resumed`, **write}`), then resumes, for each model in `resumed`, a copy of the other's
+  with `steps` more (`resume_tasks`).
+  `who` names the tests in messages.  Returns {impl: {'tf_version', 'write': {model: result},
+  'resume': {model: result}}}."""
+  pythons = {'orig': python(who), 'ours': sys.executable}
+  dirs = {impl: {m: os.path.join(workdir, impl, m) for m in models} for impl in IMPLS}
+  first = run_both(pythons, program, {
+      impl: [dict(write, task='write', model=m, dir=dirs[impl][m], resumed=m in resumed)
+             for m in models]
+      for impl in IMPLS}, workdir, 'write', timeout)
+  second = run_both(pythons, program, resume_tasks(workdir, dirs, resumed, steps), workdir,
+                    'resume', timeout)
+  return {impl: {'tf_version': first[impl]['tf_version'],
+                 'write': dict(zip(models, first[impl]['results'])),
+                 'resume': dict(zip(resumed, second[impl]['results']))} for impl in IMPLS}
+
+
+def assert_is_the_original(results):
+  """The 'orig' side ran TensorFlow 2.15 (tensorflow-estimator's last), 'ours' a newer one."""
+  assert results['orig']['tf_version'].startswith('2.15'), results['orig']['tf_version']
+  assert not results['ours']['tf_version'].startswith('2.15'), results['ours']['tf_version']
 
 
 def assert_close(expected, actual, what, rtol, atol):

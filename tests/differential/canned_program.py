@@ -3,15 +3,15 @@ ours (`tpu_estimator.canned`, TF 2.21) by tests/test_canned_differential.py.
 
 Usage: canned_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of
 tasks:
-  {'task': 'write', 'model': M, 'dir': D, 'steps': N, 'more': K}: train M for N steps in D, copy
-      D to D + '_more' and train K more steps there; report both (variable names, evaluation,
-      predictions, export signatures).
-  {'task': 'resume', 'model': M, 'dir': D, 'more': K}: D holds the other implementation's N-step
-      model_dir: evaluate and predict it, then train K more steps and evaluate again.
+  {'task': 'write', 'model': M, 'dir': D, 'steps': N, 'more': K, 'resumed': R}: train M for N
+      steps in D and report (variable names, evaluation, predictions, export signatures); if R
+      (the other side resumes D), also copy D to D + '_more', train K more steps there and
+      report that too.
+  {'task': 'resume', 'model': M, 'dir': D, 'steps': K}: D holds the other implementation's
+      N-step model_dir: evaluate and predict it, then train K more steps and evaluate again.
 Data, feature columns and input_fns are identical on both sides, so evaluations of one
 checkpoint, and training continued from one checkpoint, must agree.
 """
-import json
 import os
 import shutil
 import sys
@@ -20,6 +20,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
+from program_results import run_tasks  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 if IMPL == 'orig':
@@ -202,6 +203,8 @@ def write(task):
   est = build(model, model_dir)
   est.train(train_input_fn, steps=task['steps'])
   first = report(est, model, model_dir, export=True)
+  if not task['resumed']:  # its continued training is compared only where it is resumed
+    return {'trained': first}
   more_dir = model_dir + '_more'
   shutil.copytree(model_dir, more_dir)
   more = build(model, more_dir)
@@ -213,17 +216,9 @@ def resume(task):
   model, model_dir = task['model'], task['dir']
   est = build(model, model_dir)
   loaded = report(est, model, model_dir)
-  est.train(input_fns(model)[0], steps=task['more'])
+  est.train(input_fns(model)[0], steps=task['steps'])
   return {'loaded': loaded, 'more': report(est, model, model_dir)}
 
 
-def main():
-  with open(sys.argv[2]) as f:
-    tasks = json.load(f)
-  results = [write(t) if t['task'] == 'write' else resume(t) for t in tasks]
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'tf_version': tf.__version__, 'results': results}, f)
-
-
 if __name__ == '__main__':
-  main()
+  run_tasks(write, resume)

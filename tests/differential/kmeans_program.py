@@ -13,7 +13,6 @@ tasks:
       centers again.
 Data, seeds and input_fns are identical on both sides.
 """
-import json
 import os
 import shutil
 import sys
@@ -22,6 +21,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
+from program_results import run_tasks  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 PATHS = {}
@@ -183,13 +183,5 @@ def resume(task):
           'global_step': int(estimator.get_variable_value('global_step'))}
 
 
-def main():
-  with open(sys.argv[2]) as f:
-    tasks = json.load(f)
-  results = [write(t) if t['task'] == 'write' else resume(t) for t in tasks]
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'tf_version': tf.__version__, 'paths': PATHS, 'results': results}, f)
-
-
 if __name__ == '__main__':
-  main()
+  run_tasks(write, resume, paths=PATHS)

@@ -21,3 +21,17 @@ def jsonable(value):
   if isinstance(value, bytes):
     return value.decode('utf-8', 'replace')
   return value
+
+
+def run_tasks(write, resume, **extra):
+  """A program's main: runs the tasks of the JSON file `sys.argv[2]` in order (`write` for
+  `{'task': 'write', ...}`, `resume` for any other) and writes their results, with the
+  TensorFlow version and `extra`, to the JSON file `sys.argv[3]`."""
+  import json  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  with open(sys.argv[2]) as f:
+    tasks = json.load(f)
+  results = [write(t) if t['task'] == 'write' else resume(t) for t in tasks]
+  with open(sys.argv[3], 'w') as f:
+    json.dump(dict({'tf_version': tf.__version__, 'results': results}, **extra), f)

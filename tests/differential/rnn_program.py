@@ -9,7 +9,6 @@ Usage: rnn_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a 
       side's): evaluate and predict it, train K more steps, evaluate again.
 Data, columns and input_fns are identical on both sides, so one checkpoint gives one result.
 """
-import json
 import os
 import shutil
 import sys
@@ -18,7 +17,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
-from program_results import jsonable  # pylint: disable=wrong-import-position
+from program_results import jsonable, run_tasks  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 if IMPL == 'orig':
@@ -147,13 +146,5 @@ def resume(task):
   return {'loaded': loaded, 'more': report(est, task['model'], predictions=False)}
 
 
-def main():
-  with open(sys.argv[2]) as f:
-    tasks = json.load(f)
-  results = [write(t) if t['task'] == 'write' else resume(t) for t in tasks]
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'tf_version': tf.__version__, 'results': results}, f)
-
-
 if __name__ == '__main__':
-  main()
+  run_tasks(write, resume)

@@ -7,7 +7,6 @@ Usage: sdca_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a
   {'task': 'resume', 'model': M, 'dir': D, 'steps': K}: D holds the other implementation's
       model_dir: report it as loaded, train K more steps and report the checkpoint again.
 """
-import json
 import sys
 
 import os
@@ -15,7 +14,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
-from program_results import jsonable  # pylint: disable=wrong-import-position
+from program_results import jsonable, run_tasks  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 if IMPL == 'orig':
@@ -142,13 +141,5 @@ def resume(task):
   return {'loaded': loaded, 'losses': losses, 'more': report(est, task['model'], run=False)}
 
 
-def main():
-  with open(sys.argv[2]) as f:
-    tasks = json.load(f)
-  results = [write(t) if t['task'] == 'write' else resume(t) for t in tasks]
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'tf_version': tf.__version__, 'results': results}, f)
-
-
 if __name__ == '__main__':
-  main()
+  run_tasks(write, resume)
