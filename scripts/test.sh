@@ -15,16 +15,22 @@
 #    cannot be installed this run fails; it is never skipped.
 # 3. The documentation site: scripts/docs.sh (`mkdocs build --strict` in .venv-docs, built on
 #    the first run; ~20 s once built): a broken link or API reference fails the run.
+#
+# Both pytest runs use two worker processes (pytest-xdist), each test file whole on one worker
+# (`--dist loadfile`: a file's module fixtures, such as a differential test's two programs, run
+# once). On 2 cores this keeps both busy while one test waits on its child processes;
+# TEST_WORKERS=N sets another count (0: no workers, one process as before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2
+WORKERS=(-n "${TEST_WORKERS:-2}" --dist loadfile)
 
 # The oldest supported TensorFlow, and what its run installs besides (tf_keras follows
 # TensorFlow's minor version; see below for --no-deps).
 OLDEST_TF='2.16'
 OLDEST_VENV=.venv-tf216
 OLDEST_REQUIREMENTS=("tensorflow-cpu==${OLDEST_TF}.*" "keras==3.5.*" tensorboard tf-slim pytest
-                     scikit-learn pandas)
+                     pytest-xdist scikit-learn pandas)
 # Checkpoint saver hooks, step counter and progress hooks, the device loop and MirroredStrategy
 # sharding, XLA and its compilation cache across processes (TensorFlow's persistent cache
 # flags), graph reuse, Keras 3 naming in model_fn, contrib layers (legacy Keras through
@@ -56,7 +62,7 @@ versions() {  # "TensorFlow X, Keras Y" of a venv, read without importing Tensor
 
 echo "=== Tests on the newest TensorFlow ($(versions .venv)): the whole suite ==="
 newest_status=0
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || newest_status=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "$@" || newest_status=$?
 
 # ---------------------------------------------------------------------------------------------
 # 2. The oldest supported TensorFlow, the core tests.
@@ -83,7 +89,7 @@ fi
 echo "=== Tests on the oldest supported TensorFlow ($(versions "$OLDEST_VENV")): the core tests ==="
 oldest_status=0
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$OLDEST_VENV/bin/python" -m pytest -q \
-  -p no:cacheprovider "${CORE_TESTS[@]}" || oldest_status=$?
+  -p no:cacheprovider "${WORKERS[@]}" "${CORE_TESTS[@]}" || oldest_status=$?
 
 # ---------------------------------------------------------------------------------------------
 # 3. The documentation site, built strictly.
