@@ -83,6 +83,15 @@ def test_compiled_evaluation_equals_uncompiled(model_dir):
   _assert_same_results(compiled, plain)
   # Every row counted once: the mean label over the 70 rows, not over padded or lost ones.
   np.testing.assert_allclose(plain['mean_label'], make_data(ROWS, seed=1)[1].mean(), rtol=1e-6)
+  # Again on a kept graph (no hooks): its input read anew from the start, the same results.
+  built = []
+  counting = lambda features, labels, mode, params: built.append(mode) or model_fn(
+      features, labels, mode, params)
+  est = _estimator(model_dir, counting, True)
+  input_fn = _input_fn()
+  for _ in range(2):
+    _assert_same_results(est.evaluate(input_fn), plain)
+  assert len(built) == 1  # the second call ran the first one's compiled graph
   # A loop clipped by steps= (4 batches: a group of 3, then 1).
   clipped, spy = _evaluate(model_dir, model_fn, True, steps=4)
   assert spy.whole_loop_runs == 2
@@ -96,6 +105,9 @@ def test_compiled_prediction_equals_uncompiled(model_dir):
   assert plain_spy.compiled_runs == 0 and spy.compiled_runs == spy.whole_loop_runs == 3
   assert len(plain) == ROWS
   _assert_same_predictions(compiled, plain)
+  est, input_fn = _estimator(model_dir, model_fn, True), _input_fn()
+  for _ in range(2):  # the second call in the graph the first one kept
+    _assert_same_predictions(list(est.predict(input_fn)), plain)
   batches = list(_estimator(model_dir, model_fn, True).predict(
       _input_fn(), yield_single_examples=False))
   assert [len(b['classes']) for b in batches] == [16, 16, 16, 16, 6]
