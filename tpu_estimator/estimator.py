@@ -422,7 +422,6 @@ class Estimator:
   def _run_eval(self, entry, steps, hooks, checkpoint, explicit, name):
     parts = entry.parts
     kept = False
-    reused = entry.session is not None
     try:
       with entry.graph.as_default():
         final = _v1.train.FinalOpsHook(parts.values)
@@ -434,10 +433,10 @@ class Estimator:
                                                      all_hooks, checkpoint, explicit,
                                                      'evaluate', entry)
         with errors.runtime_checks_as_value_errors(), session:
-          first = parts.compiled and not reused  # XLA compiles the loop at its first run
           while not session.should_stop():
-            self._compiled_run(session, parts.fetches, first)
-            first = False
+            # XLA compiles the loop at its first run, and again for each new batch shape (the
+            # short final batch): nothing was returned yet, so any run may fall back.
+            self._compiled_run(session, parts.fetches, parts.compiled)
         results = final.final_ops_values
         kept = True
         eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
@@ -449,9 +448,9 @@ class Estimator:
     return results
 
   def _compiled_run(self, session, fetches, first):
-    """`session.run(fetches)`; the first run of a loop compiled as a whole (`first`) that XLA
-    fails to compile under xla=None raises `xla.CompileFailed` (the call is built again
-    uncompiled)."""
+    """`session.run(fetches)`; a run of a loop compiled as a whole that may still fall back
+    (`first`: the first of a prediction, any of an evaluation) and that XLA fails to compile
+    under xla=None raises `xla.CompileFailed` (the call is built again uncompiled)."""
     try:
       return session.run(fetches)
     except tf.errors.OpError as error:

@@ -48,8 +48,9 @@ the uncompiled loop's rows (`metric_fn` once over all rows, predictions per exam
 time-based iterations_per_loop, input of non-numeric or otherwise-varying shapes, an op without
 an XLA kernel, string outputs) runs uncompiled with one warning naming why.  `xla=None`
 compiles only an evaluation known to be long (`evaluate(steps=...)` of at least
-`AUTO_MIN_BATCHES`), where the compilation pays; a compilation failure at its first run
-builds it again uncompiled with one warning.  Prediction is not compiled by default.
+`AUTO_MIN_BATCHES`), where the compilation pays; a compilation failure at any of its runs
+(a new batch shape compiles when it comes) builds it again uncompiled with one warning.
+Prediction is not compiled by default.
 """
 import logging
 import threading
@@ -154,9 +155,10 @@ class Auto:
 
 
 def first_run_failed(config, error):
-  """Whether `error`, raised by the first run of a loop compiled as a whole, is XLA failing to
-  compile it under xla=None (the call is then built again uncompiled: `CompileFailed`); with
-  xla=True the error is the answer."""
+  """Whether `error`, raised by the first run of a loop compiled as a whole (or any run of a
+  compiled evaluation: nothing was returned yet), is XLA failing to compile it under xla=None
+  (the call is then built again uncompiled: `CompileFailed`); with xla=True the error is the
+  answer."""
   if setting(config) is not None or isinstance(error, tf.errors.OutOfRangeError):
     return False
   text = str(error)
