@@ -1,9 +1,10 @@
 """Evaluate/predict examples/s, time to first training step, and peak-RSS growth.
 
-  .venv/bin/python benchmarks/eval_predict.py [--quick] [--rounds R] [--skip eval,ttfs,rss]
+  .venv/bin/python benchmarks/eval_predict.py [--quick] [--rounds R] [--skip eval,again,ttfs,rss]
 
 Small MLP (64-256-10), batch 128 for train/eval/predict, three configurations of ours:
   tpu1   TPUEstimator(use_tpu=True), 1 shard, iterations_per_loop=100
+  tpu1x  the same with TPUConfig(xla=True): evaluation/prediction loops compiled by XLA
   tpu2   TPUEstimator(use_tpu=True), 2 logical CPU shards, iterations_per_loop=100
   cpu    TPUEstimator(use_tpu=False)
 1. evaluate / predict examples/s on one checkpoint: a warm-up call, then R (default 5) rounds
@@ -20,6 +21,9 @@ Small MLP (64-256-10), batch 128 for train/eval/predict, three configurations of
    after cycle 2 and cycle 10, growth in %.  Peak = VmHWM: the child's
    getrusage ru_maxrss is printed too, but on Linux it starts at the spawning parent's peak
    (it survives fork+exec), so it hides the child's own growth.
+4. ("again") evaluate / predict called again with the same input_fn and no hooks, so the graph
+   and session of the previous call are kept: examples/s per call over 4096 and 40960
+   examples, tpu1 (uncompiled by default) and tpu1x (compiled once, at the warm-up call).
 """
 import argparse
 import json
@@ -35,10 +39,12 @@ import models as M
 
 CONFIGS = {
     'tpu1': dict(use_tpu=True, num_shards=1),
+    'tpu1x': dict(use_tpu=True, num_shards=1, xla=True),
     'tpu2': dict(use_tpu=True, num_shards=2),
     'cpu': dict(use_tpu=False, num_shards=None),
 }
 LABELS = {'tpu1': 'ours use_tpu=True 1 shard ipl=100',
+          'tpu1x': 'ours use_tpu=True 1 shard ipl=100 xla=True',
           'tpu2': 'ours use_tpu=True 2 shards ipl=100',
           'cpu': 'ours use_tpu=False'}
 SPEC = M.SMALL
@@ -122,10 +128,53 @@ def bench_eval_predict(te, args):
     a, b = M.median(res[(c, kind, measure)]), M.median(res[('cpu', kind, measure)])
     return a / b if a and b else None
 
+  compiled = [fmt(_ratio(res, 'tpu1x', 'tpu1', kind, m), 2)
+              for kind in ('eval', 'predict') for m in ('steady', 'call')]
+  print('  tpu1x / tpu1 (compiled / uncompiled, per-round ratios): eval %s steady, %s per '
+        'call; predict %s steady, %s per call' % tuple(compiled))
   for c in ('tpu1', 'tpu2'):
     print('  %s / use_tpu=False: eval %s steady, %s per call; predict %s steady, %s per call' % (
         c, fmt(ratio(c, 'eval', 'steady'), 2), fmt(ratio(c, 'eval', 'call'), 2),
         fmt(ratio(c, 'predict', 'steady'), 2), fmt(ratio(c, 'predict', 'call'), 2)))
+
+
+def bench_again(te, args):
+  """evaluate()/predict() again with the same input_fn and no hooks: the graph and session of
+  the previous call are kept (graph_cache), so a compiled loop is not compiled again."""
+  sizes = (4096, 40960)
+  rounds = args.rounds or (1 if args.quick else 5)
+  print('\n## evaluate / predict again, graph kept (examples/s per call; %d round(s))' % rounds,
+        flush=True)
+  model_dir = tempfile.mkdtemp(prefix='bench_again_')
+  M.make_estimator(te, SPEC, model_dir, use_tpu=False).train(M.train_input_fn(SPEC), steps=100)
+  configs = ('tpu1', 'tpu1x')
+  res = {(c, k, n): [] for c in configs for k in ('eval', 'predict') for n in sizes}
+  calls = {}
+  for c in configs:
+    est = _estimator(te, c, model_dir)
+    for n in sizes:
+      eval_fn, predict_fn = M.eval_input_fn(SPEC, n), M.predict_input_fn(SPEC, n)
+      calls[(c, 'eval', n)] = lambda est=est, fn=eval_fn: est.evaluate(fn)
+      calls[(c, 'predict', n)] = lambda est=est, fn=predict_fn: sum(1 for _ in est.predict(fn))
+  # An estimator keeps one graph per mode: each call's repeats run one after the other (a
+  # call with another input_fn in between would build and compile anew).
+  for key, call in calls.items():
+    call()  # builds (and compiles) the graph the timed calls reuse
+    for _ in range(rounds):
+      start = time.perf_counter()
+      call()
+      res[key].append(key[2] / (time.perf_counter() - start))
+  for kind in ('eval', 'predict'):
+    for n in sizes:
+      line = ', '.join('%s %s' % (c, fmt(M.median(res[(c, kind, n)]))) for c in configs)
+      ratio = _ratio(res, 'tpu1x', 'tpu1', kind, n)  # of calls of the same index
+      print('  %-7s again, %6d examples: %s; tpu1x/tpu1 %s' % (kind, n, line, fmt(ratio, 2)))
+
+
+def _ratio(res, a, b, kind, measure):
+  """The median of per-round ratios a/b (robust to load drifting between rounds)."""
+  pairs = [x / y for x, y in zip(res[(a, kind, measure)], res[(b, kind, measure)]) if x and y]
+  return M.median(pairs) if pairs else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,7 +279,7 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--quick', action='store_true', help='short smoke run (< 1 min)')
   parser.add_argument('--rounds', type=int, default=None)
-  parser.add_argument('--skip', default='', help='comma list of eval,ttfs,rss')
+  parser.add_argument('--skip', default='', help='comma list of eval,again,ttfs,rss')
   parser.add_argument('--child-ttfs', action='store_true', help=argparse.SUPPRESS)
   parser.add_argument('--child-rss', action='store_true', help=argparse.SUPPRESS)
   parser.add_argument('--config', default='tpu1', help=argparse.SUPPRESS)
@@ -248,6 +297,8 @@ def main():
                  (' (--quick)' if args.quick else ''))
   if 'eval' not in skip:
     bench_eval_predict(te, args)
+  if 'again' not in skip:
+    bench_again(te, args)
   if 'ttfs' not in skip:
     bench_ttfs(te, args)
   if 'rss' not in skip:

@@ -87,6 +87,9 @@ def main():
                       'file)')
   parser.add_argument('--ttfs-only', action='store_true',
                       help='stop after the time to the first step')
+  parser.add_argument('--xla', action='store_true',
+                      help='ours only: TPUConfig(xla=True) (evaluation/prediction loops '
+                      'compiled too)')
   parser.add_argument('--t0', type=float, default=None,
                       help='epoch seconds taken by the parent just before spawning')
   args = parser.parse_args()
@@ -105,7 +108,7 @@ def main():
   def estimator(model_dir):
     return M.make_estimator(module, SPEC, model_dir, use_tpu=args.use_tpu,
                             num_shards=args.num_shards, ipl=args.ipl,
-                            optimizer=args.optimizer)
+                            optimizer=args.optimizer, xla=True if args.xla else None)
 
   out = {'impl': args.impl, 'optional_hidden': not args.keep_optional, 'use_tpu': args.use_tpu,
          'num_shards': args.num_shards, 'ipl': args.ipl, 'optimizer': args.optimizer,

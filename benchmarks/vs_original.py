@@ -104,6 +104,8 @@ def main():
                            'original_compat_program.py)')
   parser.add_argument('--ttfs-only', action='store_true',
                       help='only the time to the first step')
+  parser.add_argument('--xla', action='store_true',
+                      help='also ours tpu1x: use_tpu=True, 1 shard, ipl=100, xla=True')
   args = parser.parse_args()
   if args.reference is None:
     proc = subprocess.run(['bash', REFERENCE_SCRIPT], stdout=subprocess.PIPE, text=True,
@@ -127,6 +129,8 @@ def main():
       ('ours tpu1', sys.executable, ['--impl', 'ours', '--use-tpu', '--num-shards', '1',
                                      '--ipl', '100'] + optimizer),
   ]
+  if args.xla:
+    configs.append(('ours tpu1x', sys.executable, configs[-1][2] + ['--xla']))
   _common.header('vs_original: the same program under the original (TF 2.15) and ours%s' %
                  (' (--quick)' if args.quick else ''))
   print('orig: %s, use_tpu=False | ours cpu: use_tpu=False | ours tpu1: use_tpu=True, 1 shard, '
@@ -157,12 +161,14 @@ def main():
       values = [res.get(key) for res in results[name] if res.get(key)]
       best[name][key] = (max(values) if higher else min(values)) if values else None
   print('  ratios: of medians, and [of best-of-rounds]; best = max rate / min time.')
-  print('  %-34s %10s %10s %10s | %15s %15s | %s' % (('median',) + tuple(names) +
-                                                     ('cpu/orig', 'tpu1/orig', 'target')))
+  ours = [n for n in names if n != 'orig']
+  columns = ' '.join(['%10s'] * len(names)) + ' | ' + ' '.join(['%15s'] * len(ours))
+  print(('  %-34s ' + columns + ' | %s') % (
+      ('median',) + tuple(names) + tuple(n[5:] + '/orig' for n in ours) + ('target',)))
   for key, label, digits, _ in metrics:
     row = [fmt(med[n][key], digits) for n in names]
     ratios, shown = [], []
-    for n in ('ours cpu', 'ours tpu1'):
+    for n in ours:
       a, b = med[n][key], med['orig'][key]
       ratios.append(a / b if a and b else None)
       ba, bb = best[n][key], best['orig'][key]
@@ -174,8 +180,7 @@ def main():
       note = '%s %.1fx: cpu %s, tpu1 %s' % ('>=' if higher else '<=', value,
                                              verdict(ratios[0], value, higher),
                                              verdict(ratios[1], value, higher))
-    print('  %-34s %10s %10s %10s | %15s %15s | %s' % (
-        (label,) + tuple(row) + tuple(shown) + (note,)))
+    print(('  %-34s ' + columns + ' | %s') % ((label,) + tuple(row) + tuple(shown) + (note,)))
 
 
 if __name__ == '__main__':

@@ -363,15 +363,28 @@ class Estimator:
                                      name)
 
   def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, explicit, name):
-    key = graph_cache.Key(ModeKeys.EVAL, input_fn, (steps, name))
-    entry = self._kept_graph(key, hooks)
+    compile_loop = self._xla_auto.compile_loop(self._config, input_fn, steps, ModeKeys.EVAL)
     while True:
-      if entry is None:
-        entry = self._build_eval(key, input_fn, steps, hooks)
+      key = graph_cache.Key(ModeKeys.EVAL, input_fn, (steps, name, compile_loop))
+      entry = self._kept_graph(key, hooks)
       try:
-        return self._run_eval(entry, steps, hooks, checkpoint, explicit, name)
-      except graph_cache.Stale:  # the checkpoint's variables differ from the kept graph's
-        entry = None
+        while True:
+          if entry is None:
+            entry = self._build_eval(key, input_fn, steps, hooks, compile_loop)
+          try:
+            return self._run_eval(entry, steps, hooks, checkpoint, explicit, name)
+          except graph_cache.Stale:  # the checkpoint's variables differ from the kept graph's
+            entry = None
+      except xla.NotCompilable as refusal:  # raised while building, or at a first run
+        compile_loop = self._refused_loop(ModeKeys.EVAL, refusal)
+
+  def _refused_loop(self, mode, refusal):
+    """After a loop built for whole compilation in `mode` could not be compiled: says why,
+    remembers it (xla=None does not try again); returns `compile_loop` for the next build."""
+    xla.log_uncompiled_loop(self._config, {ModeKeys.EVAL: 'evaluation'}.get(mode, 'prediction'),
+                            refusal, refusal.model)
+    self._xla_auto.refuse(mode, refusal)
+    return False
 
   def _kept_graph(self, key, hooks):
     """The graph a previous call with `key` kept, if this call may reuse it."""
@@ -379,13 +392,15 @@ class Estimator:
       return None
     return self._graph_cache.take(key)
 
-  def _build_eval(self, key, input_fn, steps, hooks):
-    with self._call_graph(ModeKeys.EVAL, input_fn) as (graph, plan, global_step, host_input):
+  def _build_eval(self, key, input_fn, steps, hooks, compile_loop=True):
+    with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop) as (graph, plan, global_step,
+                                                                     host_input):
       built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
       saving.ensure_saver(self._config)
       values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
-      parts = _Parts(plan.replicas, fetches=built.update, values=values)
+      parts = _Parts(plan.replicas, fetches=built.update, values=values,
+                     compiled=built.compiled_loop)
       return self._entry(key, graph, built, host_input, hooks, parts,
                          [built.update] + list(values.values()))
 
@@ -419,7 +434,9 @@ class Estimator:
                                                      'evaluate', entry)
         with errors.runtime_checks_as_value_errors(), session:
           while not session.should_stop():
-            session.run(parts.fetches)
+            # XLA compiles the loop at its first run, and again for each new batch shape (the
+            # short final batch): nothing was returned yet, so any run may fall back.
+            self._compiled_run(session, parts.fetches, parts.compiled)
         results = final.final_ops_values
         kept = True
         eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
@@ -429,6 +446,17 @@ class Estimator:
     _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],
               ', '.join('%s = %s' % kv for kv in sorted(results.items())))
     return results
+
+  def _compiled_run(self, session, fetches, first):
+    """`session.run(fetches)`; a run of a loop compiled as a whole that may still fall back
+    (`first`: the first of a prediction, any of an evaluation) and that XLA fails to compile
+    under xla=None raises `xla.CompileFailed` (the call is built again uncompiled)."""
+    try:
+      return session.run(fetches)
+    except tf.errors.OpError as error:
+      if first and xla.first_run_failed(self._config, error):
+        raise xla.CompileFailed(error) from error
+      raise
 
   def _keep_or_close(self, entry, finished):
     """After a call: its graph and session kept for the next call when the call finished and
@@ -482,36 +510,44 @@ class Estimator:
       if not checkpoint:
         _log.info('Could not find trained model in model_dir: %s, running initialization to '
                   'predict.', self._model_dir)
-    key = graph_cache.Key(ModeKeys.PREDICT, input_fn,
-                          (None if predict_keys is None else tuple(predict_keys),))
-    entry = self._kept_graph(key, hooks) if checkpoint else None
+    compile_loop = self._xla_auto.compile_loop(self._config, input_fn, None, ModeKeys.PREDICT)
     while True:
-      if entry is None:
-        entry = self._build_predict(key, input_fn, predict_keys, hooks)
-        if not checkpoint:
-          entry.reason = 'no checkpoint to restore'  # a new session initializes anew
+      key = graph_cache.Key(ModeKeys.PREDICT, input_fn, (
+          None if predict_keys is None else tuple(predict_keys), compile_loop))
+      entry = self._kept_graph(key, hooks) if checkpoint else None
       try:
-        yield from self._run_predict(entry, hooks, checkpoint, bool(checkpoint_path),
-                                     yield_single_examples)
-        return
-      except graph_cache.Stale:  # raised before anything was yielded
-        entry = None
+        while True:
+          if entry is None:
+            entry = self._build_predict(key, input_fn, predict_keys, hooks, compile_loop)
+            if not checkpoint:
+              entry.reason = 'no checkpoint to restore'  # a new session initializes anew
+          try:
+            yield from self._run_predict(entry, hooks, checkpoint, bool(checkpoint_path),
+                                         yield_single_examples)
+            return
+          except graph_cache.Stale:  # raised before anything was yielded
+            entry = None
+      except xla.NotCompilable as refusal:  # at the build or the first run: nothing yielded
+        compile_loop = self._refused_loop(ModeKeys.PREDICT, refusal)
 
-  def _build_predict(self, key, input_fn, predict_keys, hooks):
-    with self._call_graph(ModeKeys.PREDICT, input_fn) as (graph, plan, _, host_input):
+  def _build_predict(self, key, input_fn, predict_keys, hooks, compile_loop=True):
+    with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,
+                                                                        host_input):
       built = steps_lib.build_predict(plan, self._model_fn, host_input)
       fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
       if built.batch_rows is not None:
         fetches['batch_rows'] = built.batch_rows
       saving.ensure_saver(self._config)
       parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
-                     else tf.math.count_nonzero(built.batch_rows))
+                     else tf.math.count_nonzero(built.batch_rows),
+                     compiled=built.compiled_loop)
       return self._entry(key, graph, built, host_input, hooks, parts,
                          tf.nest.flatten(fetches) + tf.nest.flatten(parts.advance))
 
   def _run_predict(self, entry, hooks, checkpoint, explicit, yield_single_examples):
     parts = entry.parts
     finished = False
+    reused = entry.session is not None
     try:
       with entry.graph.as_default():
         bar = progress.ProgressBarHook(advance=parts.advance, label='predict',
@@ -523,8 +559,10 @@ class Estimator:
         else:
           session = self._session(parts.replicas, entry.scaffold, all_hooks)
         with errors.runtime_checks_as_value_errors(), session:
+          first = parts.compiled and not reused  # XLA compiles the loop at its first run
           while not session.should_stop():
-            out = session.run(parts.fetches)
+            out = self._compiled_run(session, parts.fetches, first)
+            first = False
             if yield_single_examples:  # the batches of one run, concatenated: no need to split
               yield from _rows(out['predictions'])
             else:
@@ -626,13 +664,14 @@ class _Parts:
   its `replicas`, what each run fetches (`fetches`: evaluation's update op, prediction's
   predictions and batch rows), evaluation's final metric `values`, prediction's progress
   `advance`, and the graph's own hooks: the first call's (`first_hooks`, used once) and
-  `templates` copied fresh for later calls."""
+  `templates` copied fresh for later calls; `compiled`: the loop is one XLA computation."""
   replicas: object
   fetches: object
   values: dict = None
   advance: object = None
   first_hooks: list = None
   templates: list = None
+  compiled: bool = False
 
 
 def _call_hooks(entry):

@@ -60,17 +60,20 @@ class TrainStep(Built):
 @dataclasses.dataclass(frozen=True)
 class EvalStep(Built):
   """Evaluation: run `update` until the input ends; `values` are the metric values (name →
-  tensor) read at the end."""
+  tensor) read at the end.  `compiled_loop`: the loop is one XLA computation (compiled at its
+  first run)."""
   update: object
   values: dict
+  compiled_loop: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class PredictStep(Built):
   """Prediction: fetch `predictions`; `batch_rows` (a device loop's rows per batch, None on
-  one device) splits them back into the input's batches."""
+  one device) splits them back into the input's batches.  `compiled_loop`: as `EvalStep`'s."""
   predictions: object
   batch_rows: object = None
+  compiled_loop: bool = False
 
 
 def _call(plan, model_fn, features, labels, mode):
@@ -372,20 +375,17 @@ def build_eval(plan, model_fn, host_input, num_steps):
     loss = specs.check_loss(spec.loss, ModeKeys.EVAL)
     return loss, (spec.eval_metrics[1] if spec.eval_metrics is not None else ())
 
-  def step():
-    has_value, inputs = host_input.next_replica_inputs_or_empty()
+  def outputs(inputs):
     outs = gather.per_replica(plan.replicas, replica_step, inputs)
     loss, rows = gather.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
       gather.check_batch_major('eval_metrics', outs[0][1])
     tensors = gather.concat_replicas(gather.real_replicas([o[1] for o in outs],
                                                           [v[2] for v in inputs]))
-    return has_value, (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]))
+    return tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1])
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  with plan.replicas.scope():  # variables model_fn creates in any mode (slots too) mirrored
-    (tensors, losses, rows), _, more = device_loop.collect_loop(iterations, step)
-  _drop_loop_summaries()
+  (tensors, losses, rows), _, more = _collect(plan, host_input, outputs, iterations, captured)
   spec = captured['spec']
   metrics = {}
   if spec.eval_metrics is not None:
@@ -398,7 +398,42 @@ def build_eval(plan, model_fn, host_input, num_steps):
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
   return EvalStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
                   spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
-                  values=values)
+                  values=values, compiled_loop=captured['compiled'])
+
+
+def _collect(plan, host_input, outputs, iterations, captured):
+  """(outputs, steps_run, more_input) of an evaluation/prediction loop running
+  `outputs(inputs)` on each batch's per-replica inputs, up to `iterations` batches per run:
+  compiled as one XLA computation where the plan asks for it and the input and model allow it
+  (`xla.NotCompilable` otherwise, raised once model_fn ran), else `device_loop.collect_loop`.
+  `captured['compiled']` says which.  The compiled loop reads its input a group at a time,
+  and the end of the input ends the call (OutOfRangeError, as one device's loop)."""
+  what = 'evaluation' if plan.mode == ModeKeys.EVAL else 'prediction'
+  whole = xla.whole_collect_loop(plan, host_input.ungrouped, what)
+  captured['compiled'] = whole
+  with plan.replicas.scope():  # variables model_fn creates in any mode (slots too) mirrored
+    if whole:
+      result, steps_run = device_loop.compiled_collect_loop(
+          host_input.next_run(), host_input.inputs_at,
+          lambda inputs: _compilable_outputs(captured, lambda: outputs(inputs)), iterations,
+          plan.replicas.devices[0])
+      more = tf.constant(True)
+      xla.check_compilable(_v1.get_default_graph(), captured['step_ops'], plan.replicas)
+    else:
+      def step():
+        has_value, inputs = host_input.next_replica_inputs_or_empty()
+        return has_value, outputs(inputs)
+      result, steps_run, more = device_loop.collect_loop(iterations, step)
+  _drop_loop_summaries()
+  return result, steps_run, more
+
+
+def _compilable_outputs(captured, fn):
+  """`fn()`'s outputs, its ops recorded (`_recording`); `xla.NotCompilable` where an output
+  cannot leave a compiled computation (a string)."""
+  result = _recording(captured, fn)
+  xla.check_outputs(result)
+  return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,19 +459,18 @@ def build_predict(plan, model_fn, host_input):
     spec = _replica_spec(plan, model_fn, features, None, ModeKeys.PREDICT, captured)
     return gather.checked_predictions(spec.predictions, host_input.fed_rows(features))
 
-  def step():
-    has_value, inputs = host_input.next_replica_inputs_or_empty()
+  def outputs(inputs):
     outs = gather.per_replica(plan.replicas, replica_step, inputs)
     rows = gather.total_rows([v[2] for v in inputs])
     predictions = gather.concat_replicas(gather.real_rows(outs, [v[2] for v in inputs]))
-    return has_value, (predictions, tf.reshape(rows, [1]))
+    return predictions, tf.reshape(rows, [1])
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  with plan.replicas.scope():
-    (predictions, rows), steps_run, more = device_loop.collect_loop(iterations, step)
-  _drop_loop_summaries()
+  (predictions, rows), steps_run, more = _collect(plan, host_input, outputs, iterations,
+                                                  captured)
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
   return PredictStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
                      spec_hooks=list(spec.prediction_hooks), chief_hooks=[],
-                     predictions=predictions, batch_rows=rows)
+                     predictions=predictions, batch_rows=rows,
+                     compiled_loop=captured['compiled'])

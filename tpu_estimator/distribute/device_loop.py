@@ -12,6 +12,7 @@ import functools
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator.distribute import packed
 from tpu_estimator.distribute import xla
 
 
@@ -66,15 +67,56 @@ def compiled_train_loop(group, inputs_at, run_step, iterations, device):
   def computation(iterations, *stacked):
     available = tf.shape(stacked[0], out_type=tf.int64)[0]
     count = tf.minimum(tf.cast(iterations, tf.int64), available)
-    at = lambda i: inputs_at([tf.gather(t, i) for t in stacked])
-    return train_loop.__wrapped__(at, run_step, count)
+    return train_loop.__wrapped__(_step_inputs(inputs_at, stacked), run_step, count)
 
+  return _compiled(computation, iterations, list(group), device)
+
+
+def _step_inputs(inputs_at, stacked):
+  """`index` → the inputs of the step at `index` of a group read before the loop."""
+  return lambda index: inputs_at([tf.gather(t, index) for t in stacked])
+
+
+def _compiled(computation, iterations, inputs, device):
+  """`computation(iterations, *inputs)` as one XLA computation on `device`; its outputs."""
   # Made here, it takes the control dependencies of the caller's scope (the computation's
   # own ops do not), so the loop starts after what the caller orders it after.
   iterations = tf.identity(iterations)
   with tf.device(device):
-    steps_run, loss = xla.compile_computation(computation, [iterations] + list(group))
-  return steps_run, loss
+    return xla.compile_computation(computation, [iterations] + inputs)
+
+
+@_control_flow_v2
+def compiled_collect_loop(run, inputs_at, step, iterations, device):
+  """`collect_loop` compiled as one XLA computation on `device` (evaluation, prediction).
+
+  `run`: (flat input tensors, each [group, ...], steps): a group of batches of one shape read
+  before the loop, of which the first `steps` are real (`HostInput.next_run`);
+  `inputs_at(tensors)` → the per-replica inputs of one batch from its slices.  `step(inputs)`
+  → the batch's outputs (a nest of numeric tensors of rank >= 1, rows first).  Runs
+  min(`iterations`, steps) batches; the outputs leave the computation packed (packed.py) and
+  are unpacked after it.  Returns (outputs, steps_run): every output concatenated along its
+  first axis over the batches run, as `collect_loop` gives them."""
+  tensors, steps = run
+  group = tensors[0].shape[0]
+  layouts = []
+
+  def computation(iterations, steps, *stacked):
+    count = tf.minimum(tf.cast(iterations, tf.int64), steps)
+    at = _step_inputs(inputs_at, stacked)
+
+    def body(i, rows):
+      row, layout = packed.pack(step(at(i)))
+      layouts.append(layout)
+      return i + 1, rows.write(tf.cast(i, tf.int32), row)
+
+    rows = tf.TensorArray(tf.uint8, size=group, element_shape=tf.TensorShape([None]))
+    _, rows = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0, tf.int64), rows),
+                            parallel_iterations=1)
+    return rows.stack(), count
+
+  rows, steps_run = _compiled(computation, iterations, [steps] + list(tensors), device)
+  return packed.unpack(rows, steps_run, layouts[0]), steps_run
 
 
 DRAINED_QUEUES = 'tpu_estimator_drained_queues'  # collect_loop's queues, by op name

@@ -8,6 +8,7 @@ data set."""
 import tensorflow as tf
 
 from tpu_estimator.config import InputPipelineConfig
+from tpu_estimator.distribute import grouping
 from tpu_estimator.distribute.input_fn import check_result
 from tpu_estimator.distribute.input_fn import split_features_labels
 from tpu_estimator import errors
@@ -58,8 +59,9 @@ class HostInput:
     each getting at most its share, some none (evaluation, prediction); otherwise a short
     element that cannot be split evenly ends the input (training).  `device`: a GPU the one
     dataset's elements are prefetched to (see `_iterator`).  `group`: a number of steps whose
-    elements are read at once (`next_group`), for a device loop compiled as a whole; where the
-    input cannot be grouped, `ungrouped` says why and the input is read a step at a time.
+    elements are read at once (`next_group`; `uneven`: `next_run`, runs of batches of one shape,
+    grouping.py), for a device loop compiled as a whole; where the input cannot be grouped,
+    `ungrouped` says why and the input is read a step at a time.
     `empty_stand_in`: a replica left without an element at the end of evaluation gets a
     batch of 0 rows rather than a stand-in row (model_fn's own metrics see it: RunConfig
     strategies, whose metrics are made in model_fn)."""
@@ -73,7 +75,7 @@ class HostInput:
     self._tensors = None
     self._element_spec = None
     self.ungrouped = 'no group was asked for' if group is None else \
-        _why_not_grouped(results, num_replicas, group)
+        _why_not_grouped(results, num_replicas, group, uneven, rows)
     results = [check_result(r) for r in results]
     if self._splits_uneven():
       for result in results:
@@ -85,7 +87,8 @@ class HostInput:
           dataset = self._full_batches_only(dataset)
         if not self.ungrouped:
           self._element_spec = dataset.element_spec
-          dataset = dataset.batch(group)
+          dataset = grouping.equal_shape_runs(dataset, group) if uneven else \
+              dataset.batch(group)
         self._iterators.append(_iterator(dataset, device if len(results) == 1 else None))
     elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
       self._tensors = results[0]
@@ -202,6 +205,13 @@ class HostInput:
     """The flat input tensors of up to `group` steps, each [steps, ...] (fewer steps at the end
     of the input; OutOfRangeError when there is none left)."""
     return tf.nest.flatten(self._iterators[0].get_next())
+
+  def next_run(self):
+    """(flat input tensors, steps) of a group of evaluation/prediction batches of one shape:
+    each tensor [group, ...] of which the first `steps` are batches (OutOfRangeError when
+    there is none left)."""
+    element, steps = self._iterators[0].get_next()
+    return tf.nest.flatten(element), steps
 
   def inputs_at(self, tensors):
     """`[(features, labels, rows)]` of one step from the slices of `next_group`'s tensors."""
@@ -330,20 +340,31 @@ def _iterator(dataset, device):
 GROUP_BYTES = 256 << 20  # the most input one group of steps may hold (two are prefetched)
 
 
-def _why_not_grouped(results, num_replicas, group):
+def _why_not_grouped(results, num_replicas, group, uneven=False, rows=None):
   """Why the input of a compiled loop cannot be read a group of steps at a time (None if it
   can): one dataset for one replica whose elements are numeric tensors of static shapes, so
   that every step of a group has the same shapes (a dataset batched with
-  drop_remainder=True), holding at most GROUP_BYTES per group."""
+  drop_remainder=True), holding at most GROUP_BYTES per group.  `uneven` (evaluation,
+  prediction): the first axis of each tensor may vary (a short final batch: grouping.py); a
+  group's size is then reckoned with `rows` (params["batch_size"]) along it."""
   if num_replicas != 1 or len(results) != 1 or not isinstance(results[0], tf.data.Dataset):
     return 'input_fn must return one tf.data.Dataset for one replica'
   spec = results[0].element_spec
   if not _device_friendly(spec):
     return 'the dataset has elements other than numeric dense tensors'
-  if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec)):
+  shapes = [s.shape for s in tf.nest.flatten(spec)]
+  if uneven:
+    if not all(s.rank for s in shapes) or \
+        not all(s[1:].is_fully_defined() for s in shapes):
+      return ('the dataset\'s elements have no static shape past their first axis (give '
+              'every tensor a batch axis and static other dimensions)')
+    shapes = [tf.TensorShape([s[0] if s[0] is not None else rows or 1]).concatenate(s[1:])
+              for s in shapes]
+  elif not all(s.is_fully_defined() for s in shapes):
     return ('the dataset\'s elements have no static shape (batch it with '
             'drop_remainder=True)')
-  size = group * sum(s.shape.num_elements() * s.dtype.size for s in tf.nest.flatten(spec))
+  dtypes = [s.dtype for s in tf.nest.flatten(spec)]
+  size = group * sum(s.num_elements() * d.size for s, d in zip(shapes, dtypes))
   if size > GROUP_BYTES:
     return ('the input of %d steps (iterations_per_loop) would take %d MiB, more than %d MiB' %
             (group, size >> 20, GROUP_BYTES >> 20))

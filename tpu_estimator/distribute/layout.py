@@ -185,7 +185,9 @@ class Sharded(OneDevice):
                 input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
                 model_params=params, allow_tpu_spec=self.allow_tpu_spec,
                 host_call_every_n=self.host_call_every_n, config=config,
-                xla=xla_lib.intent(config, replicas, ipl, loop, compile_loop))
+                xla=xla_lib.collect_intent(config, mode, replicas, ipl, compile_loop)
+                if sharded and mode != ModeKeys.TRAIN else
+                xla_lib.intent(config, replicas, ipl, loop, compile_loop))
 
   def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one

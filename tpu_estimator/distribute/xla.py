@@ -1,4 +1,4 @@
-"""XLA-compiled training: `TPUConfig(xla=None | True | False)`.
+"""XLA-compiled device loops: `TPUConfig(xla=None | True | False)`.
 
 The decision is made in two steps and travels only in frozen values:
 
@@ -35,8 +35,22 @@ host_call, for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an 
 with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`); anything else runs
 uncompiled, never the step alone.  Where the loop cannot be compiled (an op without an XLA kernel
 at build, a compilation error at its first run: `CompileFailed`) the call is built again
-uncompiled with one warning, and later calls of the estimator do not try again.  Evaluation
-and prediction are not compiled.
+uncompiled with one warning, and later calls of the estimator do not try again.
+
+Evaluation and prediction with `use_tpu=True` on one replica (`collect_intent`) compile their
+loop as a whole the same way (`device_loop.compiled_collect_loop`): the input is read a group
+of batches of one shape at a time (grouping.py: the short final batch is a group of its own,
+never padded, so `model_fn` sees exactly the uncompiled loop's batches), `model_fn` runs per
+batch inside the computation, and each batch's outputs (the loss, the `eval_metrics` tensors,
+the predictions) leave it packed as bytes (packed.py) for the host to do what it does with
+the uncompiled loop's rows (`metric_fn` once over all rows, predictions per example).
+`xla=True` compiles them wherever it can; what it cannot compile (several replicas, a
+time-based iterations_per_loop, input of non-numeric or otherwise-varying shapes, an op without
+an XLA kernel, string outputs) runs uncompiled with one warning naming why.  `xla=None`
+compiles only an evaluation known to be long (`evaluate(steps=...)` of at least
+`AUTO_MIN_BATCHES`), where the compilation pays; a compilation failure at any of its runs
+(a new batch shape compiles when it comes) builds it again uncompiled with one warning.
+Prediction is not compiled by default.
 """
 import logging
 import threading
@@ -46,6 +60,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import quiet
+from tpu_estimator.distribute import packed
 from tpu_estimator.updates import accumulation
 
 _v1 = tf.compat.v1
@@ -55,6 +70,12 @@ _log = logging.getLogger('tpu_estimator')
 # earlier call's input_fn): about what a small model needs on CPU to win back the ~0.5 s a
 # compilation costs (docs/design-decisions.md, "XLA by default").
 AUTO_MIN_STEPS = 2000
+# `xla=None` compiles an evaluation's loop when the call is known to run at least this many
+# batches (`evaluate(steps=...)`): the small MLP on the 2-core CPU gains ~0.4 ms a batch
+# compiled and pays ~1.5 s more for its first call (build and compilation), and every call
+# ~0.08 s more for its grouped input; prediction (no length known) is not compiled by default
+# (docs/design-decisions.md, "XLA by default").
+AUTO_MIN_BATCHES = 4000
 
 # Ops left out of the check: they are never part of a compiled cluster and do not need to be
 # (input reads, summaries that the device loop drops, control-flow and call wrappers whose
@@ -87,13 +108,27 @@ OFF, STEP, LOOP, AUTO = 'off', 'step', 'loop', 'auto'
 
 
 class Auto:
-  """What `xla=None` keeps of one estimator's training calls: the input_fns whose call kept its
-  graph for the next one (a call repeating one will reuse what it builds: compiling pays), and
-  `refused`, why the model could not be compiled (later calls do not try again)."""
+  """What `xla=None` keeps of one estimator's calls: the input_fns whose training call kept
+  its graph for the next one (a call repeating one will reuse what it builds: compiling pays),
+  and per mode ('train', 'eval', 'infer') why the model could not be compiled (`refused`,
+  `refuse`: later calls in that mode do not try again)."""
 
   def __init__(self):
     self._kept = weakref.WeakSet()
-    self.refused = None
+    self._refused = {}
+
+  @property
+  def refused(self):
+    """Why the training loop could not be compiled (None: it was not refused)."""
+    return self._refused.get('train')
+
+  @refused.setter
+  def refused(self, refusal):
+    self._refused['train'] = refusal
+
+  def refuse(self, mode, refusal):
+    """Calls in `mode` are not compiled again (`refusal`: why)."""
+    self._refused[mode] = refusal
 
   def kept(self, input_fn):
     """A training call with `input_fn` kept its graph for the next call with it."""
@@ -102,14 +137,16 @@ class Auto:
     except TypeError:  # not weakly referenceable: never seen as the same
       pass
 
-  def compile_loop(self, config, input_fn, call_steps):
-    """Whether a training call of `call_steps` steps (None: until the input ends) with
-    `input_fn` is built for whole compilation (xla=True: always; the plan then decides
+  def compile_loop(self, config, input_fn, call_steps, mode='train'):
+    """Whether a call in `mode` of `call_steps` steps or batches (None: until the input ends)
+    with `input_fn` is built for whole compilation (xla=True: always; the plan then decides
     whether it can be)."""
     if setting(config) is not None:
       return True
-    if self.refused is not None:
+    if self._refused.get(mode) is not None:
       return False
+    if mode != 'train':  # a kept graph's later calls still pay for their input (see above)
+      return call_steps is not None and call_steps >= AUTO_MIN_BATCHES
     try:
       reused = input_fn in self._kept
     except TypeError:
@@ -118,9 +155,10 @@ class Auto:
 
 
 def first_run_failed(config, error):
-  """Whether `error`, raised by the first run of a loop compiled as a whole, is XLA failing to
-  compile it under xla=None (the call is then built again uncompiled: `CompileFailed`); with
-  xla=True the error is the answer."""
+  """Whether `error`, raised by the first run of a loop compiled as a whole (or any run of a
+  compiled evaluation: nothing was returned yet), is XLA failing to compile it under xla=None
+  (the call is then built again uncompiled: `CompileFailed`); with xla=True the error is the
+  answer."""
   if setting(config) is not None or isinstance(error, tf.errors.OutOfRangeError):
     return False
   text = str(error)
@@ -148,6 +186,70 @@ def intent(config, replicas, ipl, loop, compile_loop=True):
                  'collective all-reduce is not compiled by this build).')
     return OFF
   return LOOP if whole else STEP
+
+
+_LOOP_NAMES = {'eval': 'evaluation', 'infer': 'prediction'}
+
+
+def collect_intent(config, mode, replicas, ipl, compile_loop=True):
+  """What XLA is to compile of a use_tpu=True evaluation or prediction call (`Plan.xla`):
+  `LOOP` (xla=True) or `AUTO` (xla=None, where `compile_loop`: it pays, `Auto`): its loop as
+  one computation, on one replica with a count-based iterations_per_loop; `OFF` otherwise
+  (with a warning under xla=True, a debug line under xla=None).  Never the step alone."""
+  value = setting(config)
+  if value is False or (value is None and not compile_loop):
+    return OFF
+  reason = None
+  if replicas.num_replicas != 1:
+    reason = ('it has %d replicas (a computation runs on one device)' %
+              replicas.num_replicas)
+  elif ipl is None or ipl[0] != 'count':
+    reason = 'iterations_per_loop is a time, not a number of batches'
+  elif not compile_loop:
+    return OFF  # refused before (NotCompilable): said once, then
+  if reason is None:
+    return LOOP if value else AUTO
+  log_uncompiled_loop(config, _LOOP_NAMES.get(mode, mode), reason, model=False)
+  return OFF
+
+
+def log_uncompiled_loop(config, what, reason, model=True):
+  """Says why the `what` ('evaluation', 'prediction') loop runs without XLA: a warning under
+  xla=True, or under xla=None where the model itself cannot be compiled (`model`); a debug
+  line otherwise."""
+  if setting(config) is True or model:
+    _log.warning('TPUConfig(xla=%s): the %s loop runs without XLA: %s.  It goes on '
+                 'uncompiled%s.', setting(config), what, reason,
+                 '' if setting(config) else '; pass TPUConfig(xla=False) to skip the attempt')
+  else:
+    _log.debug('The %s loop runs without XLA: %s.', what, reason)
+
+
+def whole_collect_loop(plan, ungrouped, what):
+  """Whether the `what` ('evaluation', 'prediction') loop of `plan` is built as one
+  computation: planned so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not)."""
+  if plan.xla not in (LOOP, AUTO):
+    return False
+  if ungrouped:
+    log_uncompiled_loop(plan.config, what, ungrouped, model=False)
+  return not ungrouped
+
+
+def check_outputs(outputs):
+  """Raises `NotCompilable` where an output of a compiled evaluation/prediction step cannot
+  leave the computation (strings and other non-numeric tensors)."""
+  bad = sorted({t.dtype.name for t in map(tf.convert_to_tensor, tf.nest.flatten(outputs))
+                if not packed.packable(t)})
+  if bad:
+    raise NotCompilable('model_fn returns tensors of type %s' % ', '.join(bad), model=True)
+
+
+def check_compilable(graph, operations, replicas):
+  """Raises `NotCompilable` where the ops `model_fn` built in a compiled evaluation or
+  prediction loop (`operations` in `graph`) include one without an XLA kernel."""
+  missing = missing_kernels(graph, operations, replicas)
+  if missing:
+    raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), model=True)
 
 
 def groups_input(plan_xla):
