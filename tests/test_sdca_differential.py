@@ -29,7 +29,10 @@ MODELS = ('classifier', 'regressor', 'v1_classifier', 'v1_regressor')
 RESUMED = ('classifier', 'v1_regressor')
 N_STEPS, K_STEPS, N_EXAMPLES = 40, 1, 48
 EXACT = dict(rtol=1e-5, atol=1e-6)
-CONVERGED = dict(rtol=2e-2, atol=2e-2)  # measured: weights within 1e-2 of each other
+# The kernel's unseeded shuffle makes every run differ, the original's among themselves too.
+# Measured (10 runs of the regressor, 5 per side): predictions within 0.015 of each other on
+# either side and across; one pair in a loaded test run 0.023 apart (0.136 against 0.113).
+CONVERGED = dict(rtol=2e-2, atol=4e-2)
 TIMEOUT = 600
 
 
