@@ -17,6 +17,7 @@ On end of stdin the server SIGKILLs the children it still has (by pid) and exits
 """
 import collections
 import json
+import logging
 import os
 import random
 import select
@@ -44,9 +45,7 @@ def _imports():
   for path in (ROOT, TESTS):
     if path not in sys.path:
       sys.path.insert(0, path)
-  import logging  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  tf.get_logger().setLevel(logging.ERROR)
   import tpu_estimator as te  # pylint: disable=import-outside-toplevel
   import helpers as h  # pylint: disable=import-outside-toplevel
   return tf, te, h
@@ -280,7 +279,10 @@ def _child(request):
 
 
 def serve():
-  _imports()  # the expensive part, done once
+  tf, _, _ = _imports()  # the expensive part, done once
+  # The children's logs stay short.  Here, not in _imports: the tests call make_estimator in
+  # their own process too, whose later tests (the progress bar's) need TensorFlow's warnings.
+  tf.get_logger().setLevel(logging.ERROR)
   children = set()
   os.write(1, b'Z READY\n')
   buffer = b''
