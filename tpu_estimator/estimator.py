@@ -180,7 +180,7 @@ class Estimator:
                                compile_loop)
     except xla.NotCompilable as refusal:  # raised while building, or at a first run
       xla.log_uncompiled(self._config, refusal)
-      self._xla_auto.refused = refusal
+      self._xla_auto.refuse(ModeKeys.TRAIN, refusal)
       if isinstance(refusal, xla.CompileFailed):  # its session may have saved a checkpoint
         checkpoint = restoring.latest_checkpoint(self._model_dir, verify=True)
       return self._train_graph(input_fn, hooks, steps, max_steps, listeners, checkpoint, False)
@@ -364,27 +364,31 @@ class Estimator:
 
   def _evaluate_checkpoint(self, input_fn, steps, hooks, checkpoint, explicit, name):
     compile_loop = self._xla_auto.compile_loop(self._config, input_fn, steps, ModeKeys.EVAL)
+    args = (input_fn, steps, hooks, checkpoint, explicit, name)
+    try:
+      return self._evaluate_graph(*args, compile_loop)
+    except xla.NotCompilable as refusal:  # raised while building, or at a run
+      self._refused_loop(ModeKeys.EVAL, refusal)
+      return self._evaluate_graph(*args, False)
+
+  def _evaluate_graph(self, input_fn, steps, hooks, checkpoint, explicit, name, compile_loop):
+    """One evaluation, in the graph an earlier call with the same key kept or in a new one;
+    `compile_loop=False`: never compile its loop as a whole."""
+    key = graph_cache.Key(ModeKeys.EVAL, input_fn, (steps, name, compile_loop))
+    entry = self._kept_graph(key, hooks)
     while True:
-      key = graph_cache.Key(ModeKeys.EVAL, input_fn, (steps, name, compile_loop))
-      entry = self._kept_graph(key, hooks)
+      if entry is None:
+        entry = self._build_eval(key, input_fn, steps, hooks, compile_loop)
       try:
-        while True:
-          if entry is None:
-            entry = self._build_eval(key, input_fn, steps, hooks, compile_loop)
-          try:
-            return self._run_eval(entry, steps, hooks, checkpoint, explicit, name)
-          except graph_cache.Stale:  # the checkpoint's variables differ from the kept graph's
-            entry = None
-      except xla.NotCompilable as refusal:  # raised while building, or at a first run
-        compile_loop = self._refused_loop(ModeKeys.EVAL, refusal)
+        return self._run_eval(entry, steps, hooks, checkpoint, explicit, name)
+      except graph_cache.Stale:  # the checkpoint's variables differ from the kept graph's
+        entry = None
 
   def _refused_loop(self, mode, refusal):
-    """After a loop built for whole compilation in `mode` could not be compiled: says why,
-    remembers it (xla=None does not try again); returns `compile_loop` for the next build."""
-    xla.log_uncompiled_loop(self._config, {ModeKeys.EVAL: 'evaluation'}.get(mode, 'prediction'),
-                            refusal, refusal.model)
+    """After a loop built for whole compilation in `mode` could not be compiled: says why and
+    remembers it (xla=None does not try again)."""
+    xla.log_uncompiled_loop(self._config, mode, refusal, refusal.model)
     self._xla_auto.refuse(mode, refusal)
-    return False
 
   def _kept_graph(self, key, hooks):
     """The graph a previous call with `key` kept, if this call may reuse it."""
@@ -511,24 +515,31 @@ class Estimator:
         _log.info('Could not find trained model in model_dir: %s, running initialization to '
                   'predict.', self._model_dir)
     compile_loop = self._xla_auto.compile_loop(self._config, input_fn, None, ModeKeys.PREDICT)
+    args = (input_fn, predict_keys, hooks, checkpoint, bool(checkpoint_path),
+            yield_single_examples)
+    try:
+      yield from self._predict_graph(*args, compile_loop)
+    except xla.NotCompilable as refusal:  # at the build or the first run: nothing yielded
+      self._refused_loop(ModeKeys.PREDICT, refusal)
+      yield from self._predict_graph(*args, False)
+
+  def _predict_graph(self, input_fn, predict_keys, hooks, checkpoint, explicit,
+                     yield_single_examples, compile_loop):
+    """One prediction, in the graph an earlier call with the same key kept or in a new one;
+    `compile_loop=False`: never compile its loop as a whole."""
+    key = graph_cache.Key(ModeKeys.PREDICT, input_fn, (
+        None if predict_keys is None else tuple(predict_keys), compile_loop))
+    entry = self._kept_graph(key, hooks) if checkpoint else None
     while True:
-      key = graph_cache.Key(ModeKeys.PREDICT, input_fn, (
-          None if predict_keys is None else tuple(predict_keys), compile_loop))
-      entry = self._kept_graph(key, hooks) if checkpoint else None
+      if entry is None:
+        entry = self._build_predict(key, input_fn, predict_keys, hooks, compile_loop)
+        if not checkpoint:
+          entry.reason = 'no checkpoint to restore'  # a new session initializes anew
       try:
-        while True:
-          if entry is None:
-            entry = self._build_predict(key, input_fn, predict_keys, hooks, compile_loop)
-            if not checkpoint:
-              entry.reason = 'no checkpoint to restore'  # a new session initializes anew
-          try:
-            yield from self._run_predict(entry, hooks, checkpoint, bool(checkpoint_path),
-                                         yield_single_examples)
-            return
-          except graph_cache.Stale:  # raised before anything was yielded
-            entry = None
-      except xla.NotCompilable as refusal:  # at the build or the first run: nothing yielded
-        compile_loop = self._refused_loop(ModeKeys.PREDICT, refusal)
+        yield from self._run_predict(entry, hooks, checkpoint, explicit, yield_single_examples)
+        return
+      except graph_cache.Stale:  # raised before anything was yielded
+        entry = None
 
   def _build_predict(self, key, input_fn, predict_keys, hooks, compile_loop=True):
     with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,

@@ -408,8 +408,7 @@ def _collect(plan, host_input, outputs, iterations, captured):
   (`xla.NotCompilable` otherwise, raised once model_fn ran), else `device_loop.collect_loop`.
   `captured['compiled']` says which.  The compiled loop reads its input a group at a time,
   and the end of the input ends the call (OutOfRangeError, as one device's loop)."""
-  what = 'evaluation' if plan.mode == ModeKeys.EVAL else 'prediction'
-  whole = xla.whole_collect_loop(plan, host_input.ungrouped, what)
+  whole = xla.whole_collect_loop(plan, host_input.ungrouped)
   captured['compiled'] = whole
   with plan.replicas.scope():  # variables model_fn creates in any mode (slots too) mirrored
     if whole:

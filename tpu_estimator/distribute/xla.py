@@ -110,21 +110,12 @@ OFF, STEP, LOOP, AUTO = 'off', 'step', 'loop', 'auto'
 class Auto:
   """What `xla=None` keeps of one estimator's calls: the input_fns whose training call kept
   its graph for the next one (a call repeating one will reuse what it builds: compiling pays),
-  and per mode ('train', 'eval', 'infer') why the model could not be compiled (`refused`,
-  `refuse`: later calls in that mode do not try again)."""
+  and per mode ('train', 'eval', 'infer') why the model could not be compiled (`refuse`:
+  later calls in that mode do not try again)."""
 
   def __init__(self):
     self._kept = weakref.WeakSet()
     self._refused = {}
-
-  @property
-  def refused(self):
-    """Why the training loop could not be compiled (None: it was not refused)."""
-    return self._refused.get('train')
-
-  @refused.setter
-  def refused(self, refusal):
-    self._refused['train'] = refusal
 
   def refuse(self, mode, refusal):
     """Calls in `mode` are not compiled again (`refusal`: why)."""
@@ -209,14 +200,15 @@ def collect_intent(config, mode, replicas, ipl, compile_loop=True):
     return OFF  # refused before (NotCompilable): said once, then
   if reason is None:
     return LOOP if value else AUTO
-  log_uncompiled_loop(config, _LOOP_NAMES.get(mode, mode), reason, model=False)
+  log_uncompiled_loop(config, mode, reason, model=False)
   return OFF
 
 
-def log_uncompiled_loop(config, what, reason, model=True):
-  """Says why the `what` ('evaluation', 'prediction') loop runs without XLA: a warning under
-  xla=True, or under xla=None where the model itself cannot be compiled (`model`); a debug
-  line otherwise."""
+def log_uncompiled_loop(config, mode, reason, model=True):
+  """Says why the evaluation or prediction loop (`mode` 'eval', 'infer') runs without XLA: a
+  warning under xla=True, or under xla=None where the model itself cannot be compiled
+  (`model`); a debug line otherwise."""
+  what = _LOOP_NAMES[mode]
   if setting(config) is True or model:
     _log.warning('TPUConfig(xla=%s): the %s loop runs without XLA: %s.  It goes on '
                  'uncompiled%s.', setting(config), what, reason,
@@ -225,13 +217,13 @@ def log_uncompiled_loop(config, what, reason, model=True):
     _log.debug('The %s loop runs without XLA: %s.', what, reason)
 
 
-def whole_collect_loop(plan, ungrouped, what):
-  """Whether the `what` ('evaluation', 'prediction') loop of `plan` is built as one
-  computation: planned so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not)."""
+def whole_collect_loop(plan, ungrouped):
+  """Whether the evaluation or prediction loop of `plan` is built as one computation: planned
+  so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not)."""
   if plan.xla not in (LOOP, AUTO):
     return False
   if ungrouped:
-    log_uncompiled_loop(plan.config, what, ungrouped, model=False)
+    log_uncompiled_loop(plan.config, plan.mode, ungrouped, model=False)
   return not ungrouped
 
 
