@@ -119,9 +119,11 @@ def elementwise_adam(loss, lr, global_step, beta1=0.9, beta2=0.999, epsilon=1e-8
 OPTIMIZERS = ('v1_adam', 'elementwise_adam')
 
 
-def make_model_fn(spec, spec_cls, optimizer='v1_adam'):
+def make_model_fn(spec, spec_cls, optimizer='v1_adam', host_call=False):
   """A TPUEstimator model_fn; `spec_cls` is the TPUEstimatorSpec of the implementation.
-  `optimizer`: 'v1_adam' (tf.compat.v1.train.AdamOptimizer) or 'elementwise_adam'."""
+  `optimizer`: 'v1_adam' (tf.compat.v1.train.AdamOptimizer) or 'elementwise_adam'.
+  `host_call`: training returns the TPU-era host_call (the loss and learning rate as TF2
+  summaries at the step model_fn read, every step)."""
   assert optimizer in OPTIMIZERS, optimizer
 
   def model_fn(features, labels, mode, params):
@@ -138,7 +140,8 @@ def make_model_fn(spec, spec_cls, optimizer='v1_adam'):
             loss, global_step=v1.train.get_global_step())
       else:
         train_op = elementwise_adam(loss, spec.lr, v1.train.get_global_step())
-      return spec_cls(mode, loss=loss, train_op=train_op)
+      return spec_cls(mode, loss=loss, train_op=train_op,
+                      host_call=_host_call(loss, spec.lr) if host_call else None)
 
     def metric_fn(labels, logits):
       return {'accuracy': v1.metrics.accuracy(labels, tf.argmax(logits, 1))}
@@ -146,6 +149,19 @@ def make_model_fn(spec, spec_cls, optimizer='v1_adam'):
     return spec_cls(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
 
   return model_fn
+
+
+def _host_call(loss, lr):
+  """(host_fn, tensors) as tensorflow/tpu's models wrote it: rank-1 tensors (concatenated over
+  shards), summaries written on the host."""
+
+  def host_fn(global_step, loss, lr):
+    step = global_step[0]
+    tf.summary.scalar('loss', loss[0], step=step)
+    tf.summary.scalar('learning_rate', lr[0], step=step)
+
+  return host_fn, [tf.reshape(v1.train.get_global_step(), [1]), tf.reshape(loss, [1]),
+                   tf.reshape(tf.constant(lr, tf.float32), [1])]
 
 
 def train_input_fn(spec):
@@ -215,11 +231,12 @@ def estimator_config(module, model_dir, num_shards=None, ipl=100, quiet=True, xl
 
 def make_estimator(module, spec, model_dir, use_tpu=True, num_shards=None, ipl=100,
                    quiet=True, eval_batch=None, predict_batch=None, optimizer='v1_adam',
-                   xla=None):
+                   xla=None, host_call=False):
   """`module`: `tpu_estimator` or `tf.compat.v1.estimator.tpu`."""
   config = estimator_config(module, model_dir, num_shards, ipl, quiet, xla)
   return module.TPUEstimator(
-      make_model_fn(spec, module.TPUEstimatorSpec, optimizer), config=config, use_tpu=use_tpu,
+      make_model_fn(spec, module.TPUEstimatorSpec, optimizer, host_call), config=config,
+      use_tpu=use_tpu,
       train_batch_size=spec.batch, eval_batch_size=eval_batch or spec.batch,
       predict_batch_size=predict_batch or spec.batch)
 

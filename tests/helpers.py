@@ -1,5 +1,6 @@
 """Tiny model_fns and input_fns shared by the tests (deterministic: constant initialisers,
 fixed data order)."""
+import glob
 import os
 
 import numpy as np
@@ -145,3 +146,17 @@ class XlaRunSpy(tf.compat.v1.train.SessionRunHook):
     if 'XlaLaunch' in types and not types & {'MatMul', 'ResourceApplyAdam',
                                              'ResourceApplyGradientDescent'}:
       self.whole_loop_runs += 1
+
+
+def scalar_summaries(directory, tag):
+  """{step: value} of the scalar summaries `tag` in the event files of `directory` (TF1 simple
+  values and TF2 tensors)."""
+  values = {}
+  for path in glob.glob(os.path.join(directory, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == tag:
+          number = value.simple_value if value.HasField('simple_value') else \
+              float(tf.make_ndarray(value.tensor))
+          values[event.step] = number
+  return values

@@ -1,6 +1,4 @@
 """TPUEstimator: sharding on 1, 2 and 4 logical CPU devices behaves like one device."""
-import glob
-import os
 
 import numpy as np
 import pytest
@@ -156,25 +154,13 @@ def test_predict_count_and_order(tmp_path, shards):
   assert sum(len(b['row']) for b in batches) == 520
 
 
-def _scalars(directory, tag):
-  values = {}
-  for path in glob.glob(os.path.join(directory, 'events.out.tfevents.*')):
-    for event in v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == tag:
-          number = value.simple_value if value.HasField('simple_value') else \
-              float(tf.make_ndarray(value.tensor))
-          values[event.step] = number
-  return values
-
-
 @pytest.mark.parametrize('shards', [1, 2])
 def test_host_call_writes_tf1_and_tf2_summaries_every_step(tmp_path, shards):
   x, y = h.make_data(64)
   est = _tpu_est(tmp_path, shards, h.make_model_fn(tpu=True, host_call=True), ipl=3)
   est.train(h.dataset_input_fn(x, y), steps=7)
-  tf2 = _scalars(str(tmp_path), 'host_loss')
-  tf1 = _scalars(str(tmp_path), 'v1_host_loss')
+  tf2 = h.scalar_summaries(str(tmp_path), 'host_loss')
+  tf1 = h.scalar_summaries(str(tmp_path), 'v1_host_loss')
   # at the step each update was computed at (the global step model_fn read), as the original
   assert sorted(tf2) == list(range(0, 7))
   assert sorted(tf1) == list(range(0, 7))
@@ -207,7 +193,7 @@ def test_host_call_global_step_read_after_minimize_is_the_step_before_the_update
         model_dir=str(model_dir), tpu_config=te.TPUConfig(iterations_per_loop=5, num_shards=2)),
         train_batch_size=8)
     est.train(h.dataset_input_fn(x, y), steps=30)
-    assert sorted(_scalars(str(model_dir), 'host_loss')) == list(range(30))
+    assert sorted(h.scalar_summaries(str(model_dir), 'host_loss')) == list(range(30))
 
 
 def test_host_call_every_n_steps(tmp_path):
@@ -218,16 +204,16 @@ def test_host_call_every_n_steps(tmp_path):
           iterations_per_loop=5, num_shards=2, experimental_host_call_every_n_steps=3)),
       train_batch_size=16)
   est.train(h.dataset_input_fn(x, y), steps=10)
-  assert sorted(_scalars(str(tmp_path), 'host_loss')) == [0, 3, 6, 9]
+  assert sorted(h.scalar_summaries(str(tmp_path), 'host_loss')) == [0, 3, 6, 9]
 
 
 def test_eval_summaries_written_to_eval_dir(tmp_path):
   _eval_all(tmp_path, 2, True, 64)
-  assert _scalars(str(tmp_path / 'eval'), 'accuracy')
+  assert h.scalar_summaries(str(tmp_path / 'eval'), 'accuracy')
   x, y = h.make_data(64)
   est = _tpu_est(tmp_path, 2)
   est.evaluate(h.dataset_input_fn(x, y, repeat=False), name='holdout')
-  assert 6 in _scalars(str(tmp_path / 'eval_holdout'), 'loss')
+  assert 6 in h.scalar_summaries(str(tmp_path / 'eval_holdout'), 'loss')
 
 
 def test_scaffold_fn_called_on_host_and_used(tmp_path):

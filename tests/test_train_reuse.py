@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from helpers import dataset_input_fn, make_data, make_model_fn
+from helpers import dataset_input_fn, make_data, make_model_fn, scalar_summaries
 
 v1 = tf.compat.v1
 BATCH = 16
@@ -59,17 +59,21 @@ def _shuffled_input_fn(x, y, seed=None):
   return input_fn
 
 
-@pytest.mark.parametrize('xla', [False, True])
-def test_repeated_train_calls_reuse_the_graph_with_the_same_results(tmp_path, xla):
+@pytest.mark.parametrize('xla,host_call', [(False, False), (True, False), (True, True)])
+def test_repeated_train_calls_reuse_the_graph_with_the_same_results(tmp_path, xla, host_call):
+  """A host_call's summaries go on from the kept graph, each step written once."""
   x, y = make_data(96)
   input_fn = dataset_input_fn(x, y, drop_remainder=True)
   results = {}
   for reuse in (True, False):
-    model_fn = _Counted(make_model_fn(tpu=True, optimizer='adam'))
+    model_fn = _Counted(make_model_fn(tpu=True, optimizer='adam', host_call=host_call))
     est = _estimator(tmp_path / str(reuse), model_fn, reuse, xla=xla)
     for _ in range(3):
       est.train(input_fn, steps=4)  # loops of 3 and 1: the clipped loop is fed per call
     results[reuse] = (_weights(est), model_fn.calls)
+    if host_call:
+      summaries = scalar_summaries(str(tmp_path / str(reuse)), 'host_loss')
+      assert sorted(summaries) == list(range(12)), sorted(summaries)
   assert results[True][1] == 1 and results[False][1] == 3
   assert results[True][0]['global_step'] == 12
   _assert_same(results[True][0], results[False][0])

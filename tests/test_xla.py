@@ -10,7 +10,7 @@ import tensorflow as tf
 import tpu_estimator as te
 from tpu_estimator.distribute import host_input
 from tpu_estimator.distribute import xla
-from helpers import XlaRunSpy, dataset_input_fn, make_data, make_model_fn
+from helpers import XlaRunSpy, dataset_input_fn, make_data, make_model_fn, scalar_summaries
 
 v1 = tf.compat.v1
 BATCH = 16
@@ -199,16 +199,13 @@ def test_default_goes_on_uncompiled_with_an_op_without_an_xla_kernel(tmp_path, c
   assert auto.get_variable_value('global_step') == 9
 
 
-@pytest.mark.parametrize('host_call,shards', [(True, 1), (False, 2)])
-def test_default_leaves_uncompiled_what_it_would_compile_by_parts(tmp_path, caplog,
-                                                                   monkeypatch, host_call,
-                                                                   shards):
-  """A host_call or several replicas: xla=True compiles the step alone, which measured slower
-  than uncompiled on CPU replicas; xla=None leaves them uncompiled, quietly."""
+def test_default_leaves_several_replicas_uncompiled(tmp_path, caplog, monkeypatch):
+  """Several replicas: xla=True compiles the step alone, which measured slower than
+  uncompiled on CPU replicas; xla=None leaves them uncompiled, quietly."""
   monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
-  model_fn = make_model_fn(tpu=True, host_call=host_call, cross_shard=shards > 1)
+  model_fn = make_model_fn(tpu=True, cross_shard=True)
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
-    est, spy = _train(tmp_path, model_fn, None, shards)
+    est, spy = _train(tmp_path, model_fn, None, 2)
   assert not [r for r in caplog.records if 'XLA' in r.getMessage()]
   assert spy.compiled_runs == 0
   assert est.get_variable_value('global_step') == 5
@@ -256,16 +253,55 @@ def test_whole_loop_stops_at_the_step_whose_loss_is_not_finite(tmp_path):
     assert np.all(np.isfinite(est.get_variable_value(name))), name
 
 
-def test_host_call_compiles_the_step_only(tmp_path, caplog):
-  model_fn = make_model_fn(tpu=True, host_call=True)
+def _host_call_training(model_dir, use_xla, host_call=True):
+  """7 batches in loops of 3 (the last group short), host_call every 2nd step: (estimator,
+  spy, {tag: {step: value}} of the host_call's TF2 and TF1 summaries)."""
+  x, y = make_data(112)
+  model_fn = make_model_fn(tpu=True, host_call=host_call)
+  config = te.RunConfig(model_dir=str(model_dir), tf_random_seed=1, tpu_config=te.TPUConfig(
+      iterations_per_loop=3, num_shards=1, xla=use_xla, experimental_host_call_every_n_steps=2))
+  est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
+  spy = XlaRunSpy()
+  est.train(dataset_input_fn(x, y, drop_remainder=True, repeat=False), steps=7, hooks=[spy])
+  return est, spy, {tag: scalar_summaries(str(model_dir), tag)
+                    for tag in ('host_loss', 'v1_host_loss')}
+
+
+def test_host_call_runs_on_the_host_for_every_step_of_the_compiled_loop(tmp_path, caplog,
+                                                                       monkeypatch):
+  """The default compiles a loop with a host_call whole: each step's host_call tensors leave
+  the computation and host_call runs once per step after it, at the step model_fn read, every
+  n steps, as uncompiled (and as the original's outfeed)."""
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
-    compiled, spy = _train(tmp_path / 'xla', model_fn, True)
-  reasons = [r.getMessage() for r in caplog.records if 'not compiled as a whole' in
-             r.getMessage()]
-  assert len(reasons) == 1 and 'host_call' in reasons[0], reasons
-  assert spy.compiled_runs > 0 and spy.whole_loop_runs == 0
-  plain, _ = _train(tmp_path / 'plain', model_fn, False)
+    compiled, spy, got = _host_call_training(tmp_path / 'xla', None)
+  assert not [r for r in caplog.records if 'XLA' in r.getMessage()]
+  assert spy.whole_loop_runs == spy.compiled_runs == 3  # steps 1-3, 4-6, 7
+  plain, plain_spy, want = _host_call_training(tmp_path / 'plain', False)
+  assert plain_spy.compiled_runs == 0
+  for tag in want:
+    assert sorted(got[tag]) == sorted(want[tag]) == [0, 2, 4, 6], tag
+    np.testing.assert_allclose([got[tag][s] for s in want[tag]], list(want[tag].values()),
+                               rtol=1e-5, err_msg=tag)
   _assert_same_training(compiled, plain)
+
+
+def _string_host_call(features, labels, mode, params):
+  spec = make_model_fn(tpu=True)(features, labels, mode, params)
+  step = tf.reshape(v1.train.get_global_step(), [1])
+  host_fn = lambda step, text: tf.summary.scalar('host_step', step[0], step=step[0])
+  return spec._replace(host_call=(host_fn, [step, tf.strings.as_string(step)]))
+
+
+def test_host_call_of_strings_trains_uncompiled_with_a_warning(tmp_path, caplog, monkeypatch):
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    est, spy = _train(tmp_path, _string_host_call, None)
+  warnings = [r.getMessage() for r in caplog.records if 'without XLA' in r.getMessage()]
+  assert len(warnings) == 1 and 'string' in warnings[0], warnings
+  assert spy.compiled_runs == 0
+  assert est.get_variable_value('global_step') == 5
+  assert sorted(scalar_summaries(str(tmp_path), 'host_step')) == [0, 1, 2, 3, 4]
 
 
 def test_input_larger_than_a_group_may_hold_compiles_the_step_only(tmp_path, caplog,

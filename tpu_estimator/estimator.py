@@ -259,10 +259,11 @@ class Estimator:
       return 'saving_listeners were passed to the call'
     roots = [t for t in (built.loss, built.train_op, built.global_step, built.steps_run)
              if t is not None]
+    # Our own hooks (the input's, host_call's) serve any call; what they run is checked.
     return graph_cache.why_not_kept(
-        graph, built.scaffold, [], built.spec_hooks + built.chief_hooks + built.hooks,
-        roots + _hook_tensors(host_input.hooks), bool(host_input.hooks), plan.replicas,
-        unseeded_ok=True)
+        graph, built.scaffold, [], built.spec_hooks + built.chief_hooks,
+        roots + _hook_tensors(host_input.hooks + built.hooks), bool(host_input.hooks),
+        plan.replicas, unseeded_ok=True)
 
   def _run_train(self, entry, hooks, steps, max_steps, listeners, checkpoint):
     """Runs training in `entry`'s graph; returns the last loss.  `graph_cache.Stale` when a

@@ -82,6 +82,27 @@ def host_call_op(host_call, writer, step, every_n_steps=1):
   return tf.group(*ops)
 
 
+def after_loop(fn, host, steps_run, writer, every_n_steps, loss):
+  """`loss`, after `fn` (a host_call's function) ran once for each of the `steps_run` steps of
+  a compiled training loop, in order, on that step's tensors and at the step model_fn read:
+  `host` is (steps [n], the tensors, each [n, ...]), what the loop carried out
+  (`device_loop.compiled_train_loop`), as the original's host ran host_call on what each
+  step's outfeed carried."""
+  steps, tensors = host
+
+  def body(i):
+    at_step = tf.nest.map_structure(lambda t: t[i], tensors)
+    with tf.control_dependencies([host_call_op((fn, at_step), writer, steps[i],
+                                               every_n_steps)]):
+      return i + 1
+
+  with _tf_internals.control_flow_v2():
+    done = tf.while_loop(lambda i: i < steps_run, body, (tf.constant(0, tf.int64),),
+                         parallel_iterations=1)[0]
+  with tf.control_dependencies([done]):
+    return tf.identity(loss)
+
+
 class HostCallHook(_v1.train.SessionRunHook):
   """Runs host-call ops with every training step (one-device `as_estimator_spec`)."""
 

@@ -150,7 +150,7 @@ def build_train(plan, model_fn, host_input, global_step):
   # acted one step late); so must model_fn's own reads, as in the device loop.
   global_step_reads_first(_v1.get_default_graph().get_operations()[start:], global_step,
                            _v1.get_collection(_tf_internals.GLOBAL_STEP_READ_KEY))
-  spec_hooks = list(spec.training_hooks)
+  spec_hooks, own_hooks = list(spec.training_hooks), []
   if isinstance(spec, specs.TPUEstimatorSpec):
     model_fn_lib.check_tpu_spec(spec, ModeKeys.TRAIN)
     loss = specs.check_loss(spec.loss, ModeKeys.TRAIN)
@@ -158,14 +158,15 @@ def build_train(plan, model_fn, host_input, global_step):
       writer = _writer(plan)
       op = host_calls.host_call_op(spec.host_call, writer, global_step.read_value(),
                                    plan.host_call_every_n)
-      spec_hooks += [host_calls.HostCallHook(op), writer.hook()]
+      own_hooks = [host_calls.HostCallHook(op), writer.hook()]
     train_op, chief_hooks = spec.train_op, []
   else:
     loss, train_op, chief_hooks = spec.loss, spec.train_op, list(spec.training_chief_hooks)
   scaffold = scaffold_of(spec)
   with tf.control_dependencies([train_op]):  # the step this run ended at
     step_after = tf.identity(global_step.read_value())
-  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=chief_hooks,
+  return TrainStep(scaffold=scaffold, hooks=own_hooks, spec_hooks=spec_hooks,
+                   chief_hooks=chief_hooks,
                    loss=loss, train_op=train_op, global_step=step_after)
 
 
@@ -187,8 +188,6 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     global_step_reads_first(captured['step_ops'][start:], global_step)
     loss = gather.mean_loss([o[0] for o in outs])
     host_call = captured['spec'].host_call
-    if host_call is not None and whole:
-      raise xla.NotCompilable('model_fn returns a host_call, which runs on the host every step')
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
       if plan.sharded:
         gather.check_batch_major('host_call', outs[0][1])
@@ -196,6 +195,9 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
       with tf.control_dependencies([loss]):
         # The step this update was computed at (what model_fn read as the global step).
         step = plan.replicas.primary(global_step).read_value() - 1
+      if whole:  # leaves the computation, for the host to run host_call on after the loop
+        xla.check_outputs((step, tensors))
+        return loss, (step, tensors)
       if 'writer' not in captured:
         captured['writer'] = _writer(plan)
       op = host_calls.host_call_op((host_call[0], tensors), captured['writer'], step,
@@ -205,26 +207,30 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     return loss
 
   whole = xla.whole_loop(plan.xla, host_input.ungrouped)
-  iterations, steps_run, loss = _loop(plan, host_input, run_step, replica_step, captured,
-                                      whole)
+  iterations, steps_run, loss, host = _loop(plan, host_input, run_step, replica_step,
+                                            captured, whole)
+  if host is not None:  # a compiled loop's host_call, run for each of its steps after it
+    captured['writer'] = _writer(plan)
+    loss = host_calls.after_loop(captured['spec'].host_call[0], host, steps_run,
+                                 captured['writer'], plan.host_call_every_n, loss)
   _drop_loop_summaries()
   compiles_step = xla.step_compiles(plan.xla, whole, _v1.get_default_graph(),
                                     captured['step_ops'], plan.replicas)
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
-  spec_hooks = list(spec.training_hooks)
-  if 'writer' in captured:
-    spec_hooks.append(captured['writer'].hook())
+  own_hooks = [captured['writer'].hook()] if 'writer' in captured else []
   with tf.control_dependencies([steps_run, loss]):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
-  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=spec_hooks, chief_hooks=[],
+  return TrainStep(scaffold=scaffold, hooks=own_hooks, spec_hooks=list(spec.training_hooks),
+                   chief_hooks=[],
                    loss=loss, train_op=None, global_step=step_after, iterations=iterations,
                    steps_run=steps_run, compiles_step=compiles_step, compiled_loop=whole)
 
 
 def _loop(plan, host_input, run_step, replica_step, captured, whole):
-  """(iterations placeholder, steps_run, loss) of the training loop: compiled as a whole
-  (`whole`), of accumulating steps, or of plain steps."""
+  """(iterations placeholder, steps_run, loss, host) of the training loop: compiled as a whole
+  (`whole`; `host`: its steps' host_call tensors, see `device_loop.compiled_train_loop`), of
+  accumulating steps, or of plain steps (`host` None)."""
   next_inputs = lambda _: host_input.next_replica_inputs()
   micro_batches = accumulation.steps_of(plan.config)
   if micro_batches > 1:
@@ -237,12 +243,12 @@ def _loop(plan, host_input, run_step, replica_step, captured, whole):
   with plan.replicas.scope(), tf.control_dependencies(step_read), \
       cpu_updates.elementwise_adam(active=plan.replicas.on_cpu and not whole):
     if whole:
-      steps_run, loss = device_loop.compiled_train_loop(
+      steps_run, loss, host = device_loop.compiled_train_loop(
           host_input.next_group(), host_input.inputs_at, run_step, iterations,
           plan.replicas.devices[0])
     else:
-      steps_run, loss = device_loop.train_loop(next_inputs, run_step, iterations)
-  return iterations, steps_run, loss
+      (steps_run, loss), host = device_loop.train_loop(next_inputs, run_step, iterations), None
+  return iterations, steps_run, loss, host
 
 
 _STEP_READS = frozenset(['ReadVariableOp', 'Identity'])  # resource and TF1 reference variables

@@ -62,14 +62,44 @@ def compiled_train_loop(group, inputs_at, run_step, iterations, device):
   shape [steps, ...]: `inputs.HostInput.next_group`); `inputs_at(tensors)` → the per-replica
   inputs of one step from those tensors' slices at the step's index.  Runs `iterations`
   steps, fewer when the group is shorter (the end of the input: the loop control hook then
-  stops training) or when the loss stops being finite.  Returns (steps_run, loss)."""
+  stops training) or when the loss stops being finite.  `run_step(inputs)` → the step's loss,
+  or (loss, host tensors): a nest of numeric tensors for the host to use after the loop (a
+  host_call's, as the original's outfeed carried them), which leave the computation packed
+  (packed.py).  Returns (steps_run, loss, host): `host` is None, or the host tensors of every
+  step run, each stacked along a new first axis ([steps_run, ...])."""
+  layouts = []
 
   def computation(iterations, *stacked):
     available = tf.shape(stacked[0], out_type=tf.int64)[0]
     count = tf.minimum(tf.cast(iterations, tf.int64), available)
-    return train_loop.__wrapped__(_step_inputs(inputs_at, stacked), run_step, count)
+    at = _step_inputs(inputs_at, stacked)
 
-  return _compiled(computation, iterations, list(group), device)
+    def cond(steps, loss, rows):
+      del rows
+      return tf.logical_and(steps < count, tf.math.is_finite(loss))
+
+    def body(steps, loss, rows):
+      del loss
+      loss, host = _loss_and_host(run_step(at(steps)))
+      row, layout = packed.pack(host) if host is not None else (tf.zeros([0], tf.uint8), None)
+      layouts.append(layout)
+      return (steps + 1, tf.cast(loss, tf.float32),
+              rows.write(tf.cast(steps, tf.int32), row))
+
+    rows = tf.TensorArray(tf.uint8, size=tf.cast(available, tf.int32),
+                          element_shape=tf.TensorShape([None]))
+    steps_run, loss, rows = tf.while_loop(
+        cond, body, (tf.constant(0, tf.int64), tf.constant(0.0), rows), parallel_iterations=1)
+    return steps_run, loss, rows.stack()
+
+  steps_run, loss, rows = _compiled(computation, iterations, list(group), device)
+  host = None if layouts[0] is None else packed.unpack_steps(rows, steps_run, layouts[0])
+  return steps_run, loss, host
+
+
+def _loss_and_host(result):
+  """(loss, host tensors or None) of a training step's `run_step` result."""
+  return result if isinstance(result, tuple) else (result, None)
 
 
 def _step_inputs(inputs_at, stacked):

@@ -1,11 +1,12 @@
-"""The outputs of one compiled evaluation/prediction step as one row of bytes, and back.
+"""The outputs of one compiled evaluation/prediction step (or a compiled training step's
+host_call tensors) as one row of bytes, and back.
 
 A compiled loop gathers each step's outputs in an accumulator made before the loop, so of a
 type known before `model_fn` runs; the outputs' types and number are known only once it ran
 (inside the loop).  So every step packs its outputs, whatever their dtypes, into one uint8
 vector: their shapes (int64), then their bytes; the loop stacks one vector a step, and after
 the loop `unpack` gives each output back, the steps' rows concatenated along the first axis
-(as `device_loop.collect_loop` concatenates them).  Every step of a compiled run has the same
+(as `device_loop.collect_loop` concatenates them), or `unpack_steps` each step's own.  Every step of a compiled run has the same
 shapes, so the first step's shapes hold for all.  The bytes are the values themselves
 (bitcast, no rounding): results are those of the uncompiled loop.
 """
@@ -43,6 +44,23 @@ def pack(outputs):
 def unpack(rows, count, layout):
   """The outputs packed in the first `count` of `rows` ([steps, bytes]): each output's steps
   concatenated along its first axis, in `layout.structure`."""
+  def joined(values, shape):
+    result = tf.reshape(values, tf.concat([[-1], tf.shape(values)[2:]], 0))
+    result.set_shape(tf.TensorShape([None]).concatenate(shape[1:]))
+    return result
+  return _unpacked(rows, count, layout, joined)
+
+
+def unpack_steps(rows, count, layout):
+  """The outputs packed in the first `count` of `rows`, each output's steps stacked along a
+  new first axis ([count, ...], a step's own shape after it, scalars included), in
+  `layout.structure`."""
+  return _unpacked(rows, count, layout, lambda values, shape: values)
+
+
+def _unpacked(rows, count, layout, finish):
+  """`finish(values, static shape of one step)` of each output, its steps' values stacked
+  ([count, ...]), in `layout.structure`."""
   ranks = [shape.rank for shape in layout.shapes]
   header = 8 * sum(ranks)
   dims = tf.bitcast(tf.reshape(rows[0, :header], [-1, 8]), tf.int64)
@@ -53,7 +71,7 @@ def unpack(rows, count, layout):
     size = tf.reduce_prod(dims_here) * _item_size(dtype)
     raw = rows[:count, offset:offset + size]
     offset += size
-    flat.append(_from_bytes(raw, count, dims_here, dtype, shape))
+    flat.append(finish(_from_bytes(raw, count, dims_here, dtype, shape), shape))
   return tf.nest.pack_sequence_as(layout.structure, flat)
 
 
@@ -71,8 +89,8 @@ def _bytes(tensor):
 
 
 def _from_bytes(raw, count, dims, dtype, shape):
-  """The tensor of `count` steps of `dims` each, from their bytes `raw` ([count, bytes]),
-  the steps concatenated along the first axis."""
+  """The values of `count` steps of `dims` each, from their bytes `raw` ([count, bytes]),
+  stacked: [count, *dims]."""
   stored = tf.uint8 if dtype.is_bool else dtype
   size = _item_size(dtype)
   per_step = tf.concat([[count], dims] + ([[size]] if size > 1 else []), 0)
@@ -81,6 +99,5 @@ def _from_bytes(raw, count, dims, dtype, shape):
     values = tf.bitcast(values, stored)
   if dtype.is_bool:
     values = tf.cast(values, tf.bool)
-  joined = tf.reshape(values, tf.concat([[-1], dims[1:]], 0))
-  joined.set_shape(tf.TensorShape([None]).concatenate(shape[1:]))
-  return joined
+  values.set_shape(tf.TensorShape([None]).concatenate(shape))
+  return values

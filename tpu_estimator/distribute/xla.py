@@ -7,15 +7,17 @@ The decision is made in two steps and travels only in frozen values:
 * **Once the training step is built** (`whole_loop`, `step_compiles`; the answer is
   `TrainStep.compiles_step`, passed on as `Replicas.session_config(base, xla=...)`): a `LOOP`
   whose input cannot be grouped compiles its step alone; one whose step cannot be compiled
-  whole (a host_call, an op without an XLA kernel) raises `NotCompilable` and is built again
-  as `STEP`; a `STEP` whose step has an op without an XLA kernel runs without XLA.
+  whole (an op without an XLA kernel, a host_call tensor that is a string) raises
+  `NotCompilable` and is built again as `STEP`; a `STEP` whose step has an op without an XLA kernel runs without XLA.
 
 With XLA on, `use_tpu=True` training is compiled in one of two ways:
 
 * **The whole loop** (`LOOP`, then `HostInput` grouping the input): one replica, input of
-  static shapes, no host_call.  The loop's input is read before it and the loop with
-  every step in it is one XLA computation (`compile_computation`, built by
-  `device_loop.compiled_train_loop`): no TensorFlow op runs per step.
+  static shapes.  The loop's input is read before it and the loop with every step in it is
+  one XLA computation (`compile_computation`, built by `device_loop.compiled_train_loop`): no
+  TensorFlow op runs per step.  A host_call's tensors leave the computation, each step's
+  stacked, and the host runs host_call once per step after it (`host_calls.after_loop`), as
+  the original's host ran it on what each step's outfeed carried.
 * **The step alone** otherwise: the training session runs with TensorFlow's XLA
   auto-clustering (`global_jit_level=ON_1`, plus the process flag that allows it on CPU): the
   graph optimizer gathers the compilable ops of the device loop's body (the replicated step)
@@ -30,9 +32,9 @@ op types (a partly compiled step would cut the clusters around them and cost mor
 saves).
 
 `xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md,
-"XLA by default"): the whole loop is compiled, on one replica with static input shapes and no
-host_call, for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an earlier call
-with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`); anything else runs
+"XLA by default"): the whole loop is compiled, on one replica with static input shapes (with
+a host_call or not), for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an
+earlier call with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`); anything else runs
 uncompiled, never the step alone.  Where the loop cannot be compiled (an op without an XLA kernel
 at build, a compilation error at its first run: `CompileFailed`) the call is built again
 uncompiled with one warning, and later calls of the estimator do not try again.
@@ -276,7 +278,7 @@ def log_step_only(reason):
 class NotCompilable(Exception):
   """A training loop built for whole compilation cannot be compiled: build it again without.
   `log`: the reason is to be logged (not where `step_compiles` names the ops again);
-  `model`: the model itself cannot be compiled (not a structural reason such as host_call)."""
+  `model`: the model itself cannot be compiled (not a structural reason)."""
 
   def __init__(self, reason, log=True, model=False):
     super().__init__(reason)
@@ -304,7 +306,7 @@ def log_uncompiled(config, refusal):
   """Says why a call whose loop was to be compiled whole is built again without (`refusal`:
   `NotCompilable`): xla=True goes on with the step alone; xla=None goes on uncompiled, with a
   warning where the model cannot be compiled and a debug line where the loop is not one
-  computation by design (a host_call)."""
+  computation by design."""
   if setting(config) is True:
     if refusal.log:
       log_step_only(refusal)
