@@ -2,6 +2,8 @@
 previous call kept, with the results of a new graph per call (RunConfig(reuse_train_graphs=
 False), the original's way): same weights, same global step, the input restarted.  Whatever
 would make the kept graph differ from a new one builds a new one."""
+import glob
+import os
 import shutil
 
 import numpy as np
@@ -79,6 +81,31 @@ def test_repeated_train_calls_reuse_the_graph_with_the_same_results(tmp_path, xl
   _assert_same(results[True][0], results[False][0])
   # Evaluation reads what the reused training saved.
   assert est.evaluate(input_fn, steps=2)['global_step'] == 12
+
+
+def _graph_events(model_dir):
+  return sum(event.WhichOneof('what') == 'graph_def'
+             for path in glob.glob(os.path.join(str(model_dir), 'events.out.tfevents.*'))
+             for event in v1.train.summary_iterator(path))
+
+
+def test_a_kept_graph_is_written_to_the_model_dir_once(tmp_path):
+  """graph.pbtxt and the graph event are written by the call that built the graph (a new graph
+  per call writes them per call, as the original did); a deleted graph.pbtxt comes back."""
+  input_fn, model_fn, est = _counted_estimator(tmp_path / 'kept')
+  x, y = make_data(96)
+  rebuilt = _estimator(tmp_path / 'rebuilt', make_model_fn(tpu=True), reuse=False)
+  counts = {'kept': [], 'rebuilt': []}
+  for _ in range(3):
+    est.train(input_fn, steps=2)
+    rebuilt.train(dataset_input_fn(x, y, drop_remainder=True), steps=2)
+    for name in counts:
+      counts[name].append(_graph_events(tmp_path / name))
+  assert model_fn.calls == 1 and counts['kept'][2] == counts['kept'][0] > 0, counts
+  assert counts['rebuilt'][2] == counts['rebuilt'][0] + 2, counts
+  os.remove(tmp_path / 'kept' / 'graph.pbtxt')
+  est.train(input_fn, steps=2)
+  assert os.path.exists(tmp_path / 'kept' / 'graph.pbtxt')
 
 
 def test_a_checkpoint_written_by_someone_else_is_restored_into_the_kept_graph(tmp_path):

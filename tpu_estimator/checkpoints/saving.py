@@ -5,6 +5,7 @@ import concurrent.futures
 import os
 import threading
 import uuid
+import weakref
 
 import tensorflow as tf
 
@@ -73,6 +74,21 @@ def _graph_writer():
     return _writer_pool[0]
 
 
+# graph -> {checkpoint dir: the graph's version when it was written there}: a graph kept across
+# calls (graph_cache) that has no op more stands written for the next calls.
+_written_graphs = weakref.WeakKeyDictionary()
+_written_lock = threading.Lock()
+
+
+def _written_before(graph, checkpoint_dir, graph_pbtxt):
+  """Whether `graph` (with its graph.pbtxt, where one is written) is in `checkpoint_dir`
+  already."""
+  with _written_lock:
+    done = _written_graphs.get(graph, {}).get(checkpoint_dir) == graph.version
+  return done and (not graph_pbtxt or tf.io.gfile.exists(
+      os.path.join(checkpoint_dir, 'graph.pbtxt')))
+
+
 class _CheckpointSaverHook(_v1.train.SessionRunHook):
   """Saves checkpoints every N steps or seconds (a `Saver` and a `periodic.StepTrigger`, the
   public pieces of `tf.compat.v1.train.CheckpointSaverHook`): the same files, events, listener
@@ -92,7 +108,8 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
   graph as text takes 0.05-0.2 s per `train()` call (more with data embedded in the graph), and
   it is Python holding the GIL, so started at session creation it slowed the first run's
   preparation on the main thread.  Everything is written when `train()` returns; graph.pbtxt
-  is replaced atomically.
+  is replaced atomically.  A graph kept across `train()` calls is written by its first call
+  only (while graph.pbtxt is there): it cannot have changed since.
   """
 
   def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, scaffold=None,
@@ -135,9 +152,10 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     return self._step.args()
 
   def _start_writing_graph(self):
-    if self._graph_to_write is not None:
-      self._graph_written = _graph_writer().submit(self._write_graph, self._graph_to_write)
-      self._graph_to_write = None
+    graph, self._graph_to_write = self._graph_to_write, None
+    if graph is not None and not _written_before(graph, self._checkpoint_dir,
+                                                 self._save_graph_def):
+      self._graph_written = _graph_writer().submit(self._write_graph, graph)
 
   def after_run(self, run_context, run_values):
     self._start_writing_graph()
@@ -171,6 +189,7 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     return self._saver
 
   def _write_graph(self, graph):
+    version = graph.version
     graph_def = graph.as_graph_def(add_shapes=True)
     if self._save_graph_def:
       temp = 'graph.pbtxt.tmp-%s' % uuid.uuid4().hex
@@ -183,6 +202,8 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
           graph_def=graph_def, saver_def=saver.saver_def if saver else None, graph=graph)
     self._summary_writer.add_graph(graph)
     self._summary_writer.add_meta_graph(meta_graph_def)
+    with _written_lock:  # a later call on this graph, kept, need not write it again
+      _written_graphs.setdefault(graph, {})[self._checkpoint_dir] = version
 
   def _save(self, session, step):
     """Saves the state at `step` (or keeps an intact checkpoint of it at session start);
