@@ -7,16 +7,18 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator as te
-from helpers import NUM_CLASSES, NUM_FEATURES, dataset_input_fn, make_data, make_model_fn
+from helpers import (NUM_CLASSES, NUM_FEATURES, XlaRunSpy, dataset_input_fn, make_data,
+                     make_model_fn)
 
 v1 = tf.compat.v1
 MICRO = 8  # global micro-batch
 
 
-def _estimator(model_dir, model_fn, batch, accumulate=1, shards=1, ipl=2):
+def _estimator(model_dir, model_fn, batch, accumulate=1, shards=1, ipl=2, xla=None):
   config = te.RunConfig(model_dir=str(model_dir),
                         tpu_config=te.TPUConfig(iterations_per_loop=ipl, num_shards=shards,
-                                                gradient_accumulation_steps=accumulate))
+                                                gradient_accumulation_steps=accumulate,
+                                                xla=xla))
   return te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=batch)
 
 
@@ -98,6 +100,24 @@ def test_ends_with_the_input_after_whole_updates_only(tmp_path):
   est = _estimator(tmp_path, make_model_fn(tpu=True), MICRO, accumulate=2, ipl=10)
   est.train(dataset_input_fn(x, y, repeat=False))
   assert est.get_variable_value('global_step') == 2
+
+
+def test_compiled_loop_accumulates_as_the_uncompiled_one(tmp_path):
+  """One replica, the whole loop compiled: each step's micro-batches come from the group read
+  before the loop; the updates, and where the input ends, are the uncompiled loop's."""
+  x, y = make_data(104)  # 13 micro-batches: 3 updates of 4, the 13th is dropped
+  model_fn = make_model_fn(tpu=True, optimizer='adam')
+  results = {}
+  for xla in (False, True):
+    est = _estimator(tmp_path / str(xla), model_fn, MICRO, accumulate=4, xla=xla)
+    spy = XlaRunSpy()
+    est.train(dataset_input_fn(x, y, drop_remainder=True, repeat=False), hooks=[spy])
+    results[xla] = (_weights(est), est.get_variable_value('global_step'), spy)
+  assert results[True][1] == results[False][1] == 3
+  assert results[True][2].whole_loop_runs == results[True][2].compiled_runs > 0
+  assert results[False][2].compiled_runs == 0
+  for got, want in zip(results[True][0], results[False][0]):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize('value,error', [(0, ValueError), (-2, ValueError), (2.0, TypeError),

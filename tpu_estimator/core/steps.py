@@ -233,9 +233,9 @@ def _loop(plan, host_input, run_step, replica_step, captured, whole):
   accumulating steps, or of plain steps (`host` None)."""
   next_inputs = lambda _: host_input.next_replica_inputs()
   micro_batches = accumulation.steps_of(plan.config)
-  if micro_batches > 1:
-    run_step, next_inputs = _accumulating_step(plan, replica_step, host_input,
-                                               micro_batches, captured), lambda _: None
+  if micro_batches > 1:  # each step reads its micro-batches itself (uncompiled: in order)
+    run_step = _accumulating_step(plan, replica_step, micro_batches, captured)
+    next_inputs = lambda _: lambda i: host_input.next_replica_inputs()
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
   # loop must not start before it was read.
@@ -245,7 +245,7 @@ def _loop(plan, host_input, run_step, replica_step, captured, whole):
     if whole:
       steps_run, loss, host = device_loop.compiled_train_loop(
           host_input.next_group(), host_input.inputs_at, run_step, iterations,
-          plan.replicas.devices[0])
+          plan.replicas.devices[0], micro_batches)
     else:
       (steps_run, loss), host = device_loop.train_loop(next_inputs, run_step, iterations), None
   return iterations, steps_run, loss, host
@@ -310,14 +310,14 @@ def _recording(captured, fn):
   return result
 
 
-def _accumulating_step(plan, replica_step, host_input, micro_batches, captured):
-  """`run_step` of a loop whose steps are `micro_batches` micro-batches and one update
-  (accumulation.py); it reads its own inputs."""
+def _accumulating_step(plan, replica_step, micro_batches, captured):
+  """`run_step(micro)` of a loop whose steps are `micro_batches` micro-batches and one update
+  (accumulation.py); `micro(i)` → the per-replica inputs of micro-batch i."""
   accumulating = accumulation.Accumulation(micro_batches)
   replicas = plan.replicas.local_replicas
 
-  def micro_step():
-    inputs = host_input.next_replica_inputs()
+  def micro_step(micro, i):
+    inputs = micro(i)
     outs = _recording(captured,
                       lambda: gather.per_replica(plan.replicas, replica_step, inputs))
     if captured['spec'].host_call is not None:
@@ -330,7 +330,7 @@ def _accumulating_step(plan, replica_step, host_input, micro_batches, captured):
   def apply_step(fn):
     return plan.replicas.run(lambda _: fn(), [(tf.constant(i),) for i in range(replicas)])
 
-  return lambda _: accumulating.step(micro_step, apply_step)
+  return lambda micro: accumulating.step(lambda i: micro_step(micro, i), apply_step)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def train_loop(next_inputs, run_step, iterations):
 
 
 @_control_flow_v2
-def compiled_train_loop(group, inputs_at, run_step, iterations, device):
+def compiled_train_loop(group, inputs_at, run_step, iterations, device, micro_batches=1):
   """`train_loop` compiled as one XLA computation on `device`: the loop, every step's
   forward pass, gradients and update, and the global step, with no TensorFlow op per step.
 
@@ -66,13 +66,16 @@ def compiled_train_loop(group, inputs_at, run_step, iterations, device):
   or (loss, host tensors): a nest of numeric tensors for the host to use after the loop (a
   host_call's, as the original's outfeed carried them), which leave the computation packed
   (packed.py).  Returns (steps_run, loss, host): `host` is None, or the host tensors of every
-  step run, each stacked along a new first axis ([steps_run, ...])."""
+  step run, each stacked along a new first axis ([steps_run, ...]).
+  `micro_batches` > 1 (gradient accumulation): each step's slice holds that many batches
+  ([steps, micro_batches, ...]), and `run_step` gets `micro(i)` → the inputs of batch i."""
   layouts = []
 
   def computation(iterations, *stacked):
     available = tf.shape(stacked[0], out_type=tf.int64)[0]
     count = tf.minimum(tf.cast(iterations, tf.int64), available)
-    at = _step_inputs(inputs_at, stacked)
+    at = _step_inputs(inputs_at, stacked) if micro_batches == 1 else \
+        lambda step: _step_inputs(inputs_at, [tf.gather(t, step) for t in stacked])
 
     def cond(steps, loss, rows):
       del rows

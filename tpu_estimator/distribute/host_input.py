@@ -52,7 +52,8 @@ class HostInput:
   """Iterators on the host and the per-replica inputs drawn from them for one step."""
 
   def __init__(self, results, input_mode, num_replicas, batch_axis=None, rows=None,
-               uneven=False, device=None, group=None, empty_stand_in=False):
+               uneven=False, device=None, group=None, empty_stand_in=False,
+               micro_batches=1):
     """`results`: what each `input_fn` call returned (one, or one per replica for
     PER_SHARD_V1).  `rows`: rows expected per dataset element when sharding (None on one
     device).  `uneven`: a short or missing final element is spread over the replicas in order,
@@ -64,7 +65,10 @@ class HostInput:
     `ungrouped` says why and the input is read a step at a time.
     `empty_stand_in`: a replica left without an element at the end of evaluation gets a
     batch of 0 rows rather than a stand-in row (model_fn's own metrics see it: RunConfig
-    strategies, whose metrics are made in model_fn)."""
+    strategies, whose metrics are made in model_fn).  `micro_batches` (training, grouped):
+    each step of a group is that many elements (gradient accumulation), [steps,
+    micro_batches, ...]; elements left over at the end of the input that make no whole step
+    are dropped, as the uncompiled loop drops an unfinished accumulation."""
     self._mode = input_mode
     self._n = num_replicas
     self._batch_axis = batch_axis
@@ -75,7 +79,7 @@ class HostInput:
     self._tensors = None
     self._element_spec = None
     self.ungrouped = 'no group was asked for' if group is None else \
-        _why_not_grouped(results, num_replicas, group, uneven, rows)
+        _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows)
     results = [check_result(r) for r in results]
     if self._splits_uneven():
       for result in results:
@@ -87,6 +91,8 @@ class HostInput:
           dataset = self._full_batches_only(dataset)
         if not self.ungrouped:
           self._element_spec = dataset.element_spec
+          if micro_batches > 1:
+            dataset = dataset.batch(micro_batches, drop_remainder=True)
           dataset = grouping.equal_shape_runs(dataset, group) if uneven else \
               dataset.batch(group)
         self._iterators.append(_iterator(dataset, device if len(results) == 1 else None))

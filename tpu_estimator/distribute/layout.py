@@ -21,6 +21,7 @@ from tpu_estimator.distribute import replication
 from tpu_estimator.distribute import xla as xla_lib
 from tpu_estimator import errors
 from tpu_estimator.specs import ModeKeys
+from tpu_estimator.updates import accumulation
 
 BATCH_SIZE_KEY = 'batch_size'
 CONTEXT_KEY = 'context'
@@ -269,7 +270,9 @@ class Sharded(OneDevice):
                                     self.batch_axis, rows=plan.input_batch,
                                     uneven=plan.mode != ModeKeys.TRAIN,
                                     device=_input_device(plan),
-                                    group=plan.ipl[1] if xla_lib.groups_input(plan.xla) else None)
+                                    group=plan.ipl[1] if xla_lib.groups_input(plan.xla) else None,
+                                    micro_batches=accumulation.steps_of(plan.config)
+                                    if plan.mode == ModeKeys.TRAIN else 1)
 
 
 def _strategy_input(input_fn, plan, params):

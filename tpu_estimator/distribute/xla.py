@@ -17,7 +17,8 @@ With XLA on, `use_tpu=True` training is compiled in one of two ways:
   one XLA computation (`compile_computation`, built by `device_loop.compiled_train_loop`): no
   TensorFlow op runs per step.  A host_call's tensors leave the computation, each step's
   stacked, and the host runs host_call once per step after it (`host_calls.after_loop`), as
-  the original's host ran it on what each step's outfeed carried.
+  the original's host ran it on what each step's outfeed carried.  With gradient
+  accumulation each step's micro-batches are read with the group and accumulated inside.
 * **The step alone** otherwise: the training session runs with TensorFlow's XLA
   auto-clustering (`global_jit_level=ON_1`, plus the process flag that allows it on CPU): the
   graph optimizer gathers the compilable ops of the device loop's body (the replicated step)
@@ -63,7 +64,6 @@ import tensorflow as tf
 from tpu_estimator import _tf_internals
 from tpu_estimator import quiet
 from tpu_estimator.distribute import packed
-from tpu_estimator.updates import accumulation
 
 _v1 = tf.compat.v1
 _log = logging.getLogger('tpu_estimator')
@@ -163,7 +163,7 @@ def intent(config, replicas, ipl, loop, compile_loop=True):
   and the input are seen (the built step may still fall back, see `whole_loop` and
   `step_compiles`).  `LOOP` (xla=True) or `AUTO` (xla=None): the training loop as a whole:
   one replica on this machine (a computation runs on one device), a loop (`loop`) of a fixed
-  number of steps (`ipl`), no gradient accumulation, and not refused (`compile_loop=False`:
+  number of steps (`ipl`), and not refused (`compile_loop=False`:
   after `NotCompilable`, or xla=None where it does not pay).  `STEP`: with xla=True, the step
   alone, in any other training device loop, except across workers.  `OFF` otherwise
   (evaluation, prediction, use_tpu=False, xla=False)."""
@@ -171,7 +171,7 @@ def intent(config, replicas, ipl, loop, compile_loop=True):
   if not loop or value is False:
     return OFF
   whole = (compile_loop and replicas.num_replicas == 1 and ipl is not None and
-           ipl[0] == 'count' and accumulation.steps_of(config) == 1)
+           ipl[0] == 'count')
   if value is None:
     return AUTO if whole and replicas.kind != 'multi_worker' else OFF
   if replicas.kind == 'multi_worker':

@@ -133,8 +133,8 @@ class Accumulation:
     return tf.group(*zeroed)
 
   def step(self, micro_step, apply_step):
-    """The update's ops: an inner loop of `micro_step()` (→ mean loss over replicas, with the
-    accumulation as a control dependency) run `steps` times, then `apply_step(fn)` running
+    """The update's ops: an inner loop of `micro_step(i)` (micro-batch i → mean loss over
+    replicas, with the accumulation as a control dependency) run `steps` times, then `apply_step(fn)` running
     `fn` on every replica (→ the list of their results).  Returns the mean of the micro-batch
     losses, after the update."""
     interceptor.install()
@@ -145,7 +145,7 @@ class Accumulation:
       self.building = True
       self._generation += 1
       try:
-        loss = micro_step()
+        loss = micro_step(i)
       finally:
         self.building = False
       return i + 1, total + tf.cast(loss, tf.float32)
