@@ -9,6 +9,8 @@ iterations_per_loop=100, v1 Adam, timed over interleaved rounds (medians):
   accumulate 4     TPUConfig(gradient_accumulation_steps=4), micro-batch B/4: the same
                    examples per update as plain, in four passes
   accumulate 4 xB  micro-batch B: four times the examples per update
+  accumulate 4 xB, xla=False   the same uncompiled (every other row runs with the default,
+                   xla=None, whose calls after the first compile the whole loop)
   mixed_bfloat16   TPUConfig(precision='mixed_bfloat16'), batch B
   mixed_float16    TPUConfig(precision='mixed_float16') (dynamic loss scaling), batch B
 
@@ -40,30 +42,32 @@ def _model_fn(spec, te):
   return model_fn
 
 
-def _estimator(te, spec, model_dir, batch, accumulate=1, precision=None, ipl=100):
+def _estimator(te, spec, model_dir, batch, accumulate=1, precision=None, ipl=100, xla=None):
   config = te.RunConfig(
       model_dir=model_dir, save_checkpoints_steps=10**8, save_summary_steps=10**8,
       log_step_count_steps=10**8, progress_bar=False,
       tpu_config=te.TPUConfig(iterations_per_loop=ipl, num_shards=1,
-                              gradient_accumulation_steps=accumulate, precision=precision))
+                              gradient_accumulation_steps=accumulate, precision=precision,
+                              xla=xla))
   return te.TPUEstimator(_model_fn(spec, te), config=config, use_tpu=True,
                          train_batch_size=batch)
 
 
 def _variants(spec):
-  """(name, micro-batch, accumulation steps, precision)."""
-  return [('plain', spec.batch, 1, None),
-          ('accumulate 4', spec.batch // 4, 4, None),
-          ('accumulate 4 xB', spec.batch, 4, None),
-          ('mixed_bfloat16', spec.batch, 1, 'mixed_bfloat16'),
-          ('mixed_float16', spec.batch, 1, 'mixed_float16')]
+  """(name, micro-batch, accumulation steps, precision, xla)."""
+  return [('plain', spec.batch, 1, None, None),
+          ('accumulate 4', spec.batch // 4, 4, None, None),
+          ('accumulate 4 xB', spec.batch, 4, None, None),
+          ('accumulate 4 xB, xla=False', spec.batch, 4, None, False),
+          ('mixed_bfloat16', spec.batch, 1, 'mixed_bfloat16', None),
+          ('mixed_float16', spec.batch, 1, 'mixed_float16', None)]
 
 
 def bench(spec, te, steps, rounds):
   runners = {}
-  for name, batch, accumulate, precision in _variants(spec):
+  for name, batch, accumulate, precision, xla in _variants(spec):
     est = _estimator(te, spec, tempfile.mkdtemp(prefix='bench_acc_'), batch, accumulate,
-                     precision)
+                     precision, xla=xla)
     runner = models.EstimatorTrain(est, spec, per_run=100)
     runner.run(100)  # warm-up call: builds and saves the first checkpoint
     runners[name] = (runner, batch * accumulate)
@@ -95,10 +99,10 @@ def main():
     rows = bench(spec, te, steps if name == 'small' else steps // 10, rounds)
     print('\n%s MLP %s, batch %d (%d rounds, %.0f s)' % (
         name, '-'.join(map(str, spec.sizes)), spec.batch, rounds, time.time() - started))
-    print('%-18s %14s %10s %12s %10s' % ('variant', 'examples/upd', 'updates/s', 'examples/s',
+    print('%-28s %14s %10s %12s %10s' % ('variant', 'examples/upd', 'updates/s', 'examples/s',
                                          'vs plain'))
     for variant, examples, updates, per_s, ratio in rows:
-      print('%-18s %14d %10s %12s %9.2fx' % (variant, examples, _common.fmt(updates),
+      print('%-28s %14d %10s %12s %9.2fx' % (variant, examples, _common.fmt(updates),
                                              _common.fmt(per_s), ratio))
 
 
