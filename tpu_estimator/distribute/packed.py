@@ -6,9 +6,9 @@ type known before `model_fn` runs; the outputs' types and number are known only 
 (inside the loop).  So every step packs its outputs, whatever their dtypes, into one uint8
 vector: their shapes (int64), then their bytes; the loop stacks one vector a step, and after
 the loop `unpack` gives each output back, the steps' rows concatenated along the first axis
-(as `device_loop.collect_loop` concatenates them), or `unpack_steps` each step's own.  Every step of a compiled run has the same
-shapes, so the first step's shapes hold for all.  The bytes are the values themselves
-(bitcast, no rounding): results are those of the uncompiled loop.
+(as `device_loop.collect_loop` concatenates them), or `unpack_steps` each step's own.  Every
+step of a compiled run has the same shapes, so the first step's shapes hold for all.  The bytes
+are the values themselves (bitcast, no rounding): results are those of the uncompiled loop.
 """
 import dataclasses
 

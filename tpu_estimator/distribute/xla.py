@@ -8,7 +8,8 @@ The decision is made in two steps and travels only in frozen values:
   `TrainStep.compiles_step`, passed on as `Replicas.session_config(base, xla=...)`): a `LOOP`
   whose input cannot be grouped compiles its step alone; one whose step cannot be compiled
   whole (an op without an XLA kernel, a host_call tensor that is a string) raises
-  `NotCompilable` and is built again as `STEP`; a `STEP` whose step has an op without an XLA kernel runs without XLA.
+  `NotCompilable` and is built again as `STEP`; a `STEP` whose step has an op without an XLA
+  kernel runs without XLA.
 
 With XLA on, `use_tpu=True` training is compiled in one of two ways:
 
@@ -35,10 +36,10 @@ saves).
 `xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md,
 "XLA by default"): the whole loop is compiled, on one replica with static input shapes (with
 a host_call or not), for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an
-earlier call with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`); anything else runs
-uncompiled, never the step alone.  Where the loop cannot be compiled (an op without an XLA kernel
-at build, a compilation error at its first run: `CompileFailed`) the call is built again
-uncompiled with one warning, and later calls of the estimator do not try again.
+earlier call with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`);
+anything else runs uncompiled, never the step alone.  Where the loop cannot be compiled (an op
+without an XLA kernel at build, a compilation error at its first run: `CompileFailed`) the call
+is built again uncompiled with one warning, and later calls of the estimator do not try again.
 
 Evaluation and prediction with `use_tpu=True` on one replica (`collect_intent`) compile their
 loop as a whole the same way (`device_loop.compiled_collect_loop`): the input is read a group
@@ -163,8 +164,8 @@ def intent(config, replicas, ipl, loop, compile_loop=True):
   and the input are seen (the built step may still fall back, see `whole_loop` and
   `step_compiles`).  `LOOP` (xla=True) or `AUTO` (xla=None): the training loop as a whole:
   one replica on this machine (a computation runs on one device), a loop (`loop`) of a fixed
-  number of steps (`ipl`), and not refused (`compile_loop=False`:
-  after `NotCompilable`, or xla=None where it does not pay).  `STEP`: with xla=True, the step
+  number of steps (`ipl`), and not refused (`compile_loop=False`: after `NotCompilable`, or
+  xla=None where it does not pay).  `STEP`: with xla=True, the step
   alone, in any other training device loop, except across workers.  `OFF` otherwise
   (evaluation, prediction, use_tpu=False, xla=False)."""
   value = setting(config)
