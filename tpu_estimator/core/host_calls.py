@@ -32,7 +32,15 @@ class SummaryWriter:
       self._flush = self.writer.flush()
 
   def hook(self):
-    return _WriterHook(self._init, self._flush)
+    """The hook initialising and flushing this writer and every other one the graph has by
+    now (a host_call's own, `tf.summary.create_file_writer` inside it, as TPU programs did):
+    the session of a graph kept for the next call stays open, so they are not flushed by
+    closing it, as they were when every call closed its session."""
+    others = [op for op in _tf_internals.summary_writer_initializers() if op is not self._init]
+    with tf.init_scope():
+      flush = tf.group(self._flush, *[tf.raw_ops.FlushSummaryWriter(writer=op.inputs[0])
+                                      for op in others])
+    return _WriterHook(self._init, flush)
 
 
 class _WriterHook(_v1.train.SessionRunHook):
