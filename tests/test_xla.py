@@ -253,11 +253,11 @@ def test_whole_loop_stops_at_the_step_whose_loss_is_not_finite(tmp_path):
     assert np.all(np.isfinite(est.get_variable_value(name))), name
 
 
-def _host_call_training(model_dir, use_xla, host_call=True):
+def _host_call_training(model_dir, use_xla):
   """7 batches in loops of 3 (the last group short), host_call every 2nd step: (estimator,
   spy, {tag: {step: value}} of the host_call's TF2 and TF1 summaries)."""
   x, y = make_data(112)
-  model_fn = make_model_fn(tpu=True, host_call=host_call)
+  model_fn = make_model_fn(tpu=True, host_call=True)
   config = te.RunConfig(model_dir=str(model_dir), tf_random_seed=1, tpu_config=te.TPUConfig(
       iterations_per_loop=3, num_shards=1, xla=use_xla, experimental_host_call_every_n_steps=2))
   est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
