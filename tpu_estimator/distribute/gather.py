@@ -108,8 +108,10 @@ def checked_predictions(predictions, rows):
     checks.append(tf.debugging.Assert(
         tf.equal(tf.cast(tf.shape(tensor)[0], tf.int64), tf.cast(rows, tf.int64)),
         ['Batch length of predictions should be the same for every key: `%s` has' % what,
-         tf.shape(tensor)[0], 'rows but the shard was fed', rows, 'rows (with use_tpu=True '
-         'each shard\'s predictions are split into examples along the first axis). ' + fix],
+         tf.shape(tensor)[0], 'rows but the shard was fed',
+         tf.cast(rows, tf.int32),  # int32 data only: one Assert op, no conditional around it
+         'rows (with use_tpu=True each shard\'s predictions are split into examples along the '
+         'first axis). ' + fix],
         summarize=3))
   with tf.control_dependencies(checks):
     return tf.nest.map_structure(tf.identity, predictions)

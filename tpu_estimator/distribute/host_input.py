@@ -34,6 +34,13 @@ def _batch_size_of(structure, axes):
   return tf.constant(0, tf.int64)
 
 
+def _printable(count):
+  """A row count as int32 for an Assert's message: with only int32 and string data, Assert is
+  one op; with int64 data it is wrapped in a conditional whose two branch functions every
+  graph's first run instantiates."""
+  return tf.cast(count, tf.int32)
+
+
 def _axes_for(structure, batch_axis):
   """One split axis per flattened tensor of `structure` (an int applies to all)."""
   if batch_axis is None:
@@ -138,7 +145,8 @@ class HostInput:
     what, fix = self._too_many_rows_words()
     check = tf.debugging.Assert(
         tf.less_equal(rows, self._rows),
-        [what + ' Received: batch_rows=', rows, ', params_batch_size=%d. %s' % (self._rows, fix)],
+        [what + ' Received: batch_rows=', _printable(rows),
+         ', params_batch_size=%d. %s' % (self._rows, fix)],
         summarize=3)
     with tf.control_dependencies([check]):
       return tf.identity(rows)
@@ -153,7 +161,7 @@ class HostInput:
       size = _batch_size_of(features, _axes_for(features, self._axis(0)))
       check = tf.debugging.Assert(
           tf.logical_or(index > 0, tf.equal(size, rows)),
-          ['The first training batch has', size, 'rows, but each host batch must have',
+          ['The first training batch has', _printable(size), 'rows, but each host batch must have',
            rows, 'rows (params["batch_size"]) to be split over', shards, 'shards. Batch '
            'the dataset with params["batch_size"] (and drop_remainder=True).'], summarize=3)
       with tf.control_dependencies([check]):
