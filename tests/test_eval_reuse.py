@@ -4,6 +4,7 @@ weights seen after more training, a new graph whenever anything that shapes it c
 import gc
 import glob
 import os
+import time
 
 import numpy as np
 import pytest
@@ -256,3 +257,43 @@ def test_kept_session_closed_with_the_estimator(tmp_path, data):
   del est
   gc.collect()
   assert all(session._closed for session in sessions)
+
+
+def _generator_input_fn(x, y, events, teardown_seconds):
+  """An input_fn over a Python generator that logs when it starts and when it is closed (the
+  iterator reading it torn down), taking `teardown_seconds` to close."""
+
+  def batches():
+    events.append('start')
+    try:
+      for start in range(0, len(x), 16):
+        yield {'x': x[start:start + 16]}, y[start:start + 16]
+    finally:
+      time.sleep(teardown_seconds)
+      events.append('closed')
+
+  def input_fn(params):
+    del params
+    return tf.data.Dataset.from_generator(batches, output_signature=(
+        {'x': tf.TensorSpec([None, x.shape[1]], tf.float32)}, tf.TensorSpec([None], tf.int64)))
+
+  return input_fn
+
+
+def test_a_kept_graph_reads_its_input_while_the_last_calls_is_torn_down(tmp_path, data):
+  """Restarting the input of a kept graph does not wait for the previous call's input to be
+  torn down (iterators.py: tf.data's autotuning can make that teardown wait for up to a
+  minute): here the previous generator takes seconds to close, and the next call has read its
+  own input (with the same result) before it has."""
+  events = []
+  est = _estimator(tmp_path, None, h.make_model_fn())
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = _generator_input_fn(*data, events, teardown_seconds=3.0)
+  first = est.evaluate(eval_fn, steps=2)  # the generator stays open: 2 of 6 batches read
+  second = est.evaluate(eval_fn, steps=2)
+  assert events[:2] == ['start', 'start']
+  _assert_same(second, first)
+  deadline = time.time() + 30
+  while events.count('closed') < 1 and time.time() < deadline:
+    time.sleep(0.1)
+  assert 'closed' in events  # the first call's input was released, in the background

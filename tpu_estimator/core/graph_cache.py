@@ -179,6 +179,7 @@ class _KeptSession(_v1.Session):
   """A session the MonitoredSession of one call does not close; `release()` does."""
 
   _released = False
+  kept_across_calls = True  # what the input's hook reads (distribute/iterators.py)
 
   def close(self):
     if self._released:

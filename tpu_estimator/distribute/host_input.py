@@ -9,23 +9,12 @@ import tensorflow as tf
 
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.distribute import grouping
+from tpu_estimator.distribute import iterators
 from tpu_estimator.distribute.input_fn import check_result
 from tpu_estimator.distribute.input_fn import split_features_labels
 from tpu_estimator import errors
 
 _v1 = tf.compat.v1
-
-
-class DatasetInitializerHook(_v1.train.SessionRunHook):
-  """Runs iterator initializers once the session exists."""
-
-  def __init__(self, initializers):
-    self._initializers = list(initializers)
-
-  def after_create_session(self, session, coord):
-    del coord
-    if self._initializers:
-      session.run(self._initializers)
 
 
 def _batch_size_of(structure, axes):
@@ -186,7 +175,7 @@ class HostInput:
   def hooks(self):
     if not self._iterators:
       return []
-    return [DatasetInitializerHook([it.initializer for it in self._iterators])]
+    return [iterators.InputStartHook(self._iterators)]
 
   def _elements_per_step(self):
     """(iterator, count) pairs: how many elements one step takes from each iterator."""
@@ -337,18 +326,18 @@ class HostInput:
 
 
 def _iterator(dataset, device):
-  """An initializable iterator over `dataset`, on `device` when given and every element can
-  live there.
+  """An initializable iterator over `dataset` (iterators.Restartable), on `device` when given
+  and every element can live there.
 
   On a GPU, an iterator on the host makes every step of a device loop wait for a host read and
   a copy; prefetched to the GPU (tf.data's `prefetch_to_device`), the next elements are
   already there and the whole loop runs on the GPU.  Elements holding strings or other host-only
-  types stay on the host."""
+  types stay on the host.  (An iterator on a GPU has one copy: it is made anew in place.)"""
   if device is None or not _device_friendly(dataset.element_spec):
-    return _v1.data.make_initializable_iterator(dataset)
+    return iterators.Restartable(dataset)
   with tf.device(device):
     dataset = dataset.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=2))
-    return _v1.data.make_initializable_iterator(dataset)
+    return iterators.Restartable(dataset, copies=1)
 
 
 GROUP_BYTES = 256 << 20  # the most input one group of steps may hold (two are prefetched)

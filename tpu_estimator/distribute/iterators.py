@@ -1,0 +1,150 @@
+"""The input's iterators, and the hook that starts them at the beginning of every call.
+
+A graph kept across calls (core/graph_cache.py) restarts its input at each call.  Making an
+iterator anew destroys the one it replaces, in that same run, and with tf.data's autotuning
+(the default) the destruction can wait: the old pipeline's autotuning thread, woken to stop,
+can miss the stop and sleep out the rest of its optimization period, a period that doubles
+while the pipeline lives (tens of milliseconds after a short evaluation, up to a minute after
+a long training call).  The new call waited for it (docs/design-decisions.md, "Speed of the
+device loop").
+
+So an iterator here is a few iterator resources (copies) behind one reader.  In a kept session
+a call starts a copy that is idle, reads it through the reader (its handle fed to every run),
+and once the call is over releases it on a background thread: the copy is made anew over an
+empty dataset, which starts no autotuning, and the teardown's wait happens there.  The next
+call starts another copy, so no call waits for the previous one's teardown.  A session used
+for one call only reads the first copy, as a plain iterator."""
+
+import threading
+import weakref
+
+import tensorflow as tf
+
+from tpu_estimator import quiet
+
+_v1 = tf.compat.v1
+_log = tf.get_logger()
+
+COPIES = 2  # iterator resources per input in a kept graph: one read, one being released
+
+
+class Restartable:
+  """An initializable iterator over `dataset` with `copies` resources behind one reader
+  (`get_next`, `get_next_as_optional`)."""
+
+  def __init__(self, dataset, copies=COPIES):
+    self._copies = [_v1.data.make_initializable_iterator(dataset) for _ in range(copies)]
+    first = self._copies[0]
+    self.ops = [c.initializer for c in self._copies]  # what the hook runs (graph_cache checks)
+    self.handle = None
+    self._reader = first
+    if copies > 1:
+      empty = dataset.take(0)
+      with quiet.internal_calls():  # make_initializer reads deprecated iterator properties
+        self._releases = [c.make_initializer(empty) for c in self._copies]
+      self.ops += self._releases
+      self._handle_ops = [c.string_handle() for c in self._copies]
+      iterator_op = self._handle_ops[0].op.inputs[0].op  # the first copy's IteratorV2
+      with iterator_op.graph.colocate_with(iterator_op):  # the reader where the copies live
+        self.handle = _v1.placeholder_with_default(self._handle_ops[0], [],
+                                                   name='input_copy_handle')
+        read = tf.raw_ops.IteratorFromStringHandleV2(
+            string_handle=self.handle, output_types=iterator_op.get_attr('output_types'),
+            output_shapes=iterator_op.get_attr('output_shapes'))
+        self._reader = _v1.data.Iterator(
+            read, None, _v1.data.get_output_types(dataset), _v1.data.get_output_shapes(dataset),
+            _v1.data.get_output_classes(dataset))
+    self._session = None  # a weak reference to the kept session the state below is for
+    self._handles = None
+    self._threads = [None] * copies
+    self._current = 0
+    self._unreleased = None
+
+  @property
+  def initializer(self):
+    """Starts the first copy, the one the reader reads unless told otherwise (a session used
+    for one call)."""
+    return self._copies[0].initializer
+
+  def get_next(self):
+    return self._reader.get_next()
+
+  def get_next_as_optional(self):
+    return self._reader.get_next_as_optional()
+
+  def start(self, session, kept):
+    """The op that starts this call's input in `session`, and {handle: value} to feed to the
+    call's runs.  `kept`: the session serves later calls (rotate over the copies)."""
+    if self.handle is None or not kept:
+      return self.initializer, {}
+    if self._session is None or self._session() is not session:
+      self._session = weakref.ref(session)
+      self._handles = session.run(self._handle_ops)
+      self._threads = [None] * len(self._copies)
+      self._unreleased = None
+    if self._unreleased is not None:  # the last call ended without `end()` (an exception)
+      self.release(session)
+    self._current = self._idle_copy()
+    self._unreleased = self._current
+    return self._copies[self._current].initializer, {self.handle: self._handles[self._current]}
+
+  def _idle_copy(self):
+    """The next copy after the current one whose release is over (waiting for the one whose
+    release began first when none is)."""
+    count = len(self._copies)
+    order = [(self._current + step) % count for step in range(1, count + 1)]
+    for index in order:
+      thread = self._threads[index]
+      if thread is None or not thread.is_alive():
+        return index
+    self._threads[order[0]].join()
+    return order[0]
+
+  def release(self, session):
+    """Releases the copy this call read, on a background thread (kept sessions only)."""
+    index, self._unreleased = self._unreleased, None
+    if index is None:
+      return
+    thread = threading.Thread(target=_quiet_run, args=(session, self._releases[index]),
+                              name='tpu_estimator_input_release')
+    thread.start()  # not a daemon: the interpreter's exit waits for it, then closes sessions
+    self._threads[index] = thread
+
+
+def _quiet_run(session, op):
+  """Runs `op`; a session closed meanwhile (or any failure) only means the copy is released
+  when it is next started, as before."""
+  try:
+    session.run(op)
+  except Exception as error:  # pylint: disable=broad-except
+    _log.debug('Releasing an input copy in the background did not complete: %s', error)
+
+
+class InputStartHook(_v1.train.SessionRunHook):
+  """Starts the input iterators once the session exists (at every call), feeds each run the
+  handles of the copies it reads, and releases them when the call ends."""
+
+  def __init__(self, iterators):
+    self._iterators = list(iterators)
+    self._ops = [op for it in self._iterators for op in it.ops]  # graph_cache reads these
+    self._feeds = {}
+
+  def after_create_session(self, session, coord):
+    del coord
+    kept = getattr(session, 'kept_across_calls', False)
+    starts, self._feeds = [], {}
+    for iterator in self._iterators:
+      op, feeds = iterator.start(session, kept)
+      starts.append(op)
+      self._feeds.update(feeds)
+    session.run(starts)
+
+  def before_run(self, run_context):
+    del run_context
+    if self._feeds:
+      return _v1.train.SessionRunArgs(fetches=[], feed_dict=self._feeds)
+    return None
+
+  def end(self, session):
+    for iterator in self._iterators:
+      iterator.release(session)
