@@ -12,7 +12,9 @@ So an iterator here is a few iterator resources (copies) behind one reader.  In 
 a call starts a copy that is idle, reads it through the reader (its handle fed to every run),
 and once the call is over releases it on a background thread: the copy is made anew over an
 empty dataset, which starts no autotuning, and the teardown's wait happens there.  The next
-call starts another copy, so no call waits for the previous one's teardown.  A session used
+call starts another copy, so no call waits for the previous one's teardown.  Three copies:
+a pipeline's period grows to about its lifetime, so a release can take about as long as the
+call that used it; a copy is needed again two calls after its release began.  A session used
 for one call only reads the first copy, as a plain iterator."""
 
 import threading
@@ -25,7 +27,7 @@ from tpu_estimator import quiet
 _v1 = tf.compat.v1
 _log = tf.get_logger()
 
-COPIES = 2  # iterator resources per input in a kept graph: one read, one being released
+COPIES = 3  # iterator resources per input in a kept graph (why three: above)
 
 
 class Restartable:
