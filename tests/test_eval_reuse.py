@@ -280,7 +280,7 @@ def _generator_input_fn(x, y, events, teardown_seconds):
   return input_fn
 
 
-def test_a_kept_graph_reads_its_input_while_the_last_calls_is_torn_down(tmp_path, data):
+def test_a_kept_graph_reads_its_input_while_the_previous_one_is_torn_down(tmp_path, data):
   """Restarting the input of a kept graph does not wait for the previous call's input to be
   torn down (iterators.py: tf.data's autotuning can make that teardown wait for up to a
   minute): here the previous generator takes seconds to close, and the next call has read its
