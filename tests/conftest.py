@@ -14,3 +14,12 @@ os.environ.setdefault('NVIDIA_TF32_OVERRIDE', '0')
 # executable an earlier run compiled.  tests/test_compile_cache.py turns it on in a tmp_path.
 os.environ.setdefault('TPU_ESTIMATOR_XLA_CACHE', 'off')
 sys.path.insert(0, os.path.dirname(__file__))
+
+# The programs tests start do not see scikit-learn and pandas (tests/startup/sitecustomize.py
+# says why: ~2.9 s of CPU saved in each of a few hundred processes); pytest's own processes,
+# which may have inherited that folder on their PYTHONPATH, see them.
+STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'startup')
+if STARTUP not in os.environ.get('PYTHONPATH', '').split(os.pathsep):
+  os.environ['PYTHONPATH'] = os.pathsep.join(
+      [STARTUP] + [p for p in [os.environ.get('PYTHONPATH')] if p])
+sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, 'tpu_estimator_tests', False)]

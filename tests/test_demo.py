@@ -14,6 +14,7 @@ from tpu_estimator.tools import cli
 from tpu_estimator.tools import demo
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STARTUP = os.path.join(REPO, 'tests', 'startup')  # see tests/conftest.py
 STEPS = 300
 ITERATIONS_PER_LOOP = 100
 
@@ -71,7 +72,10 @@ def test_cli_demo_subprocess(tmp_path):
   model_dir = str(tmp_path / 'cli_model')
   env = dict(os.environ)
   env.pop('TF_CPP_MIN_LOG_LEVEL', None)
-  env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
+  # The demo reads scikit-learn's digits: this program sees the optional packages the others
+  # do not (tests/startup/sitecustomize.py).
+  env['PYTHONPATH'] = os.pathsep.join(
+      [REPO] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p and p != STARTUP])
   proc = subprocess.run(
       [sys.executable, '-m', 'tpu_estimator', 'demo', '--steps', '100', '--model-dir',
        model_dir, '--iterations-per-loop', '50'],
