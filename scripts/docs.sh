@@ -10,6 +10,7 @@
 # Arguments are passed on to `mkdocs build` (e.g. --site-dir DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/install.sh  # install_into VENV ARGS...: uv where it can be had, else pip
 
 DOCS_VENV=.venv-docs
 # The docs extra as pyproject.toml declares it: a change there rebuilds the venv.
@@ -28,7 +29,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
   rm -rf "$DOCS_VENV"
   python3 -m venv "$DOCS_VENV"
   # shellcheck disable=SC2086  # the requirements are separate words
-  "$DOCS_VENV/bin/python" -m pip install -q $wanted
+  install_into "$DOCS_VENV" $wanted
   echo "$wanted" > "$stamp"
 fi
 

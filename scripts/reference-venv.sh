@@ -15,6 +15,7 @@
 set -euo pipefail
 
 venv="${REFERENCE_VENV:-$HOME/.cache/tpu-estimator-reference}"
+source "$(dirname "$0")/install.sh"  # install_into VENV ARGS...: uv where it can be had, else pip
 
 ready() {  # built, and checked once (importing TF takes seconds; the mark makes it instant)
   [ -x "$venv/bin/python" ] || return 1
@@ -65,8 +66,7 @@ build() {
   echo "reference-venv: building $venv with $py (TF 2.15, a few minutes, once)" >&2
   mkdir -p "$(dirname "$venv")"
   "$py" -m venv "$venv" >&2
-  "$venv/bin/python" -m pip install -q --upgrade pip >&2
-  "$venv/bin/python" -m pip install -q "tensorflow-cpu==2.15.*" "tensorflow-estimator==2.15.*" >&2
+  install_into "$venv" "tensorflow-cpu==2.15.*" "tensorflow-estimator==2.15.*" >&2
   ready || { echo "reference-venv: built $venv, but tensorflow_estimator does not import" >&2; exit 1; }
 }
 

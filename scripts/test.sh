@@ -16,6 +16,9 @@
 # 3. The documentation site: scripts/docs.sh (`mkdocs build --strict` in .venv-docs, built on
 #    the first run; ~20 s once built): a broken link or API reference fails the run.
 #
+# Every venv is filled by scripts/install.sh: uv where it can be installed (about half pip's
+# time on 2 cores), else pip.
+#
 # Both pytest runs use two worker processes (pytest-xdist), each test file whole on one worker
 # (`--dist loadfile`: a file's module fixtures, such as a differential test's two programs, run
 # once). On 2 cores this keeps both busy while one test waits on its child processes;
@@ -23,6 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=2
+source scripts/install.sh  # install_into VENV ARGS...: uv where it can be had, else pip
 WORKERS=(-n "${TEST_WORKERS:-2}" --dist loadfile)
 
 # The oldest supported TensorFlow, and what its run installs besides (tf_keras follows
@@ -48,15 +52,14 @@ CORE_TESTS=(tests/test_tf_internals.py tests/test_checkpoint_faults.py tests/tes
 # 1. The newest TensorFlow, the whole suite.
 
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+install_into .venv -e ".[test]"
 # tf_keras (legacy tf.compat.v1.layers, tested by tests/test_compat.py) declares a dependency on
 # the full `tensorflow` wheel; tensorflow-cpu provides the same module, so skip that download.
 tf_version=$(.venv/bin/python -c "from importlib.metadata import version; print('.'.join(version('tensorflow-cpu').split('.')[:2]))")
-.venv/bin/python -m pip install -q --no-deps "tf_keras~=${tf_version}.0"
+install_into .venv --no-deps "tf_keras~=${tf_version}.0"
 # tensorflow_hub (imported at module level by legacy programs; tests/test_contrib_imports.py)
 # depends on tf_keras, so the same applies.
-.venv/bin/python -m pip install -q --no-deps "tensorflow_hub>=0.16"
+install_into .venv --no-deps "tensorflow_hub>=0.16"
 
 versions() {  # "TensorFlow X, Keras Y" of a venv, read without importing TensorFlow
   "$1/bin/python" -c "from importlib.metadata import version as v; print('TensorFlow %s, Keras %s' % (v('tensorflow-cpu'), v('keras')))"
@@ -77,9 +80,8 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
   echo "=== Building $OLDEST_VENV (TensorFlow $OLDEST_TF) ==="
   rm -rf "$OLDEST_VENV"
   if ! { python3 -m venv "$OLDEST_VENV" &&
-         "$OLDEST_VENV/bin/python" -m pip install -q --upgrade pip &&
-         "$OLDEST_VENV/bin/python" -m pip install -q "${OLDEST_REQUIREMENTS[@]}" &&
-         "$OLDEST_VENV/bin/python" -m pip install -q --no-deps "tf_keras~=${OLDEST_TF}.0"; }; then
+         install_into "$OLDEST_VENV" "${OLDEST_REQUIREMENTS[@]}" &&
+         install_into "$OLDEST_VENV" --no-deps "tf_keras~=${OLDEST_TF}.0"; }; then
     echo "ERROR: could not install TensorFlow $OLDEST_TF into $OLDEST_VENV (is the package index" \
          "reachable?). The core tests on the oldest supported TensorFlow are part of the tests:" \
          "this run fails rather than skip them." >&2
