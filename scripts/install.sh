@@ -3,7 +3,7 @@
 #   install_into VENV ARGS...   installs ARGS (pip install's arguments) into the venv VENV
 #
 # through uv (`uv pip install --compile-bytecode`), else pip. uv installs a TensorFlow venv in
-# about half the time pip takes on the 2-core CI machine (52 s for the test venv from an empty
+# about half the time pip takes on a 2-core machine (52 s for the test venv from an empty
 # cache, against 118 s for pip with a warm one): it downloads and unpacks in parallel and
 # byte-compiles on every core. uv is a single binary from PyPI, installed once with pip into
 # $TPU_ESTIMATOR_TOOLS (default ~/.cache/tpu-estimator-tools, outside the checkout, shared by
@@ -19,7 +19,8 @@ _uv() {  # prints the uv binary's path, installing it on first use; fails where 
     local staging="$_tools.$$"
     rm -rf "$staging"
     mkdir -p "$(dirname "$_tools")"
-    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --target "$staging" uv >&2 || { rm -rf "$staging"; return 1; }
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --target "$staging" uv >&2 ||
+      { rm -rf "$staging"; return 1; }
     # Two scripts installing it at once: the first rename wins, the other copy is dropped.
     mv -T "$staging" "$_tools" 2>/dev/null || rm -rf "$staging"
   fi
