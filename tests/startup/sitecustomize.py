@@ -4,10 +4,11 @@ first on their PYTHONPATH): makes scikit-learn and pandas unimportable there.
 `import tensorflow` imports Keras, and Keras imports scikit-learn (with scipy) and pandas
 wherever they are installed: ~3 s of CPU added to every fresh process on a 2-core machine
 (11 s instead of 8 for `import tensorflow, tpu_estimator`), and the suite starts ~160 of them
-(program runs, differential sides, cluster tasks).  The `test` extra installs both for the few tests that use them in the pytest
-processes (the demo's digits data, pandas_input_fn, an AUC oracle); no program a test starts
-needs them.  pytest's own processes remove this again (tests/conftest.py), and a test whose
-program needs them leaves this folder off its PYTHONPATH (tests/test_demo.py).
+(program runs, differential sides, cluster tasks).  The `test` extra installs both for the
+few tests that use them in the pytest processes (the demo's digits data, pandas_input_fn, an
+AUC oracle); no program a test starts needs them.  pytest's own processes remove this again
+(tests/conftest.py), and a test whose program needs them leaves this folder off its
+PYTHONPATH (tests/test_demo.py).
 """
 import importlib.abc
 import sys
