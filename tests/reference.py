@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -93,35 +94,97 @@ def run_both(pythons, program, tasks, workdir, tag, timeout):
   """`python program IMPL SPEC OUT` for both implementations at once, each on its own list of
   tasks (`tasks[impl]`, written to SPEC as JSON); returns {impl: what it wrote to OUT}.  Raises
   Unavailable with the log tail of every run that failed or ran past `timeout` seconds."""
+  return run_rounds(pythons, program, [tasks], workdir, tag, timeout)[0]
+
+
+def run_rounds(pythons, program, rounds, workdir, tag, timeout):
+  """`run_both` for several rounds, each implementation in one process for all of them
+  (`python program IMPL SPEC1 OUT1 SPEC2 OUT2 ...`, program_results.rounds): a later round's
+  tasks (`rounds[i]`, or what it returns when it is a function) are made and written once both
+  have finished the round before, which it may build on (resume the model_dir the other side
+  wrote).  One process instead of one a round saves each round TensorFlow's import, seconds of
+  CPU that the suite's two cores share.  Returns [{impl: what it wrote to OUT}] a round;
+  `timeout`: seconds for each round."""
+  files = {impl: [tuple(os.path.join(workdir, '%s%d_%s.%s' % (tag, i + 1, impl, ext))
+                        for ext in ('spec.json', 'out.json')) for i in range(len(rounds))]
+           for impl in IMPLS}
+  running, outputs = {}, []
+  try:
+    for i, tasks in enumerate(rounds):
+      tasks = tasks() if callable(tasks) else tasks
+      for impl in IMPLS:
+        _write_atomically(files[impl][i][0], tasks[impl])
+      if not running:
+        running = _start(pythons, program, files, workdir, tag)
+      outputs.append(_await_round(running, files, i, time.time() + timeout, program, tag))
+    _await_exits(running, time.time() + timeout, program, tag)
+  finally:
+    for proc, log_file, _ in running.values():
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+      log_file.close()
+  return outputs
+
+
+def _write_atomically(path, value):
+  with open(path + '.partial', 'w') as f:
+    json.dump(value, f)
+  os.replace(path + '.partial', path)
+
+
+def _start(pythons, program, files, workdir, tag):
+  """{impl: (process, its open log file, the log's path)}, both programs started."""
   running = {}
   for impl in IMPLS:
-    spec, out, log = (os.path.join(workdir, '%s_%s.%s' % (tag, impl, ext))
-                      for ext in ('spec.json', 'out.json', 'log'))
-    with open(spec, 'w') as f:
-      json.dump(tasks[impl], f)
+    log = os.path.join(workdir, '%s_%s.log' % (tag, impl))
     log_file = open(log, 'w')
-    proc = subprocess.Popen([pythons[impl], program, impl, spec, out], cwd=REPO, env=env(impl),
-                            stdout=log_file, stderr=subprocess.STDOUT)
-    running[impl] = (proc, log_file, out, log)
-  outputs, failures = {}, []
-  for impl, (proc, log_file, out, log) in running.items():
-    try:
-      code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      proc.wait()
-      code = 'timeout'
-    log_file.close()
-    if code != 0:
-      with open(log) as f:
-        failures.append('%s %s (%s) failed (%s):\n%s' % (
-            os.path.basename(program), impl, tag, code, f.read()[-6000:]))
-      continue
+    argv = [pythons[impl], program, impl] + [path for pair in files[impl] for path in pair]
+    running[impl] = (subprocess.Popen(argv, cwd=REPO, env=env(impl), stdout=log_file,
+                                      stderr=subprocess.STDOUT), log_file, log)
+  return running
+
+
+def _failure(program, impl, tag, code, log):
+  with open(log) as f:
+    return '%s %s (%s) failed (%s):\n%s' % (os.path.basename(program), impl, tag, code,
+                                           f.read()[-6000:])
+
+
+def _await_round(running, files, i, deadline, program, tag):
+  """{impl: the output of round `i`} once both wrote it; Unavailable, with the log of each that
+  exited without it or was still at it at `deadline`."""
+  outs = {impl: files[impl][i][1] for impl in IMPLS}
+  while not all(os.path.exists(out) for out in outs.values()):
+    codes = {impl: running[impl][0].poll() for impl in IMPLS}  # before looking for its output
+    late = time.time() > deadline
+    failed = [impl for impl in IMPLS
+              if (codes[impl] is not None or late) and not os.path.exists(outs[impl])]
+    if failed:
+      raise Unavailable('\n\n'.join(
+          _failure(program, impl, '%s%d' % (tag, i + 1),
+                   'timeout' if codes[impl] is None else codes[impl], running[impl][2])
+          for impl in failed))
+    time.sleep(0.1)
+  outputs = {}
+  for impl, out in outs.items():
     with open(out) as f:
       outputs[impl] = json.load(f)
+  return outputs
+
+
+def _await_exits(running, deadline, program, tag):
+  """Both programs exited 0 after their last round (Unavailable otherwise)."""
+  failures = []
+  for impl, (proc, _, log) in running.items():
+    try:
+      code = proc.wait(timeout=max(1, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+      code = 'timeout'
+    if code != 0:
+      failures.append(_failure(program, impl, tag, code, log))
   if failures:
     raise Unavailable('\n\n'.join(failures))
-  return outputs
 
 
 def resume_tasks(workdir, written, models, steps):
@@ -148,12 +211,10 @@ def write_and_resume(who, program, workdir, models, write, resumed, steps, timeo
   'resume': {model: result}}}."""
   pythons = {'orig': python(who), 'ours': sys.executable}
   dirs = {impl: {m: os.path.join(workdir, impl, m) for m in models} for impl in IMPLS}
-  first = run_both(pythons, program, {
-      impl: [dict(write, task='write', model=m, dir=dirs[impl][m], resumed=m in resumed)
-             for m in models]
-      for impl in IMPLS}, workdir, 'write', timeout)
-  second = run_both(pythons, program, resume_tasks(workdir, dirs, resumed, steps), workdir,
-                    'resume', timeout)
+  first, second = run_rounds(pythons, program, [
+      {impl: [dict(write, task='write', model=m, dir=dirs[impl][m], resumed=m in resumed)
+              for m in models] for impl in IMPLS},
+      lambda: resume_tasks(workdir, dirs, resumed, steps)], workdir, 'round', timeout)
   return {impl: {'tf_version': first[impl]['tf_version'],
                  'write': dict(zip(models, first[impl]['results'])),
                  'resume': dict(zip(resumed, second[impl]['results']))} for impl in IMPLS}

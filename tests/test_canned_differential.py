@@ -5,7 +5,7 @@ baselines; the TF1-semantics `tf.compat.v1.estimator` DNN, linear and wide-and-d
 the original (`tf.estimator`, TF 2.15 + tensorflow-estimator 2.15) and on
 `tpu_estimator.canned` (TF 2.21).
 
-Two rounds of two parallel subprocesses:
+Two rounds in two parallel subprocesses (one per side, for both rounds):
   1. each side trains every model N steps in its own model_dir and reports variable names,
      evaluation, predictions and export signatures (the RESUMED models then K more in a copy);
   2. for the RESUMED models, each side evaluates, predicts and trains K more steps in a copy of

@@ -2,7 +2,7 @@
 original Estimator/TPUEstimator (TF 2.15 + tensorflow-estimator, the reference venv built by
 scripts/reference-venv.sh) and on tpu_estimator (TF 2.21); the results must agree.
 
-Two rounds of two subprocesses (original and ours run in parallel in each round):
+Two rounds in two subprocesses (original and ours in parallel, each in one process for both):
   1. each implementation runs every scenario in its own model_dirs, and writes the sources for
      the cross-implementation checks (N steps) and a reference run (N+K steps in one go);
   2. each implementation evaluates, predicts and resumes training (K steps) in a copy of the
@@ -63,18 +63,20 @@ def _run_rounds(pythons, workdir):
                     'steps': N_STEPS + K_STEPS})
     tasks.append({'task': 'contract', 'dir': d(impl, 'contract')})
     round1[impl] = tasks
-  out1 = reference.run_both(pythons, PROGRAM, round1, workdir, 'round1', TIMEOUT)
 
-  round2 = {}
-  for impl in IMPLS:
-    other = 'ours' if impl == 'orig' else 'orig'
-    tasks = []
-    for m in RESUME_MODELS:
-      target = d(impl, 'from_%s_%s' % (other, m))
-      shutil.copytree(d(other, 'src_' + m), target)
-      tasks.append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
-    round2[impl] = tasks
-  out2 = reference.run_both(pythons, PROGRAM, round2, workdir, 'round2', TIMEOUT)
+  def round2():
+    tasks = {}
+    for impl in IMPLS:
+      other = 'ours' if impl == 'orig' else 'orig'
+      tasks[impl] = []
+      for m in RESUME_MODELS:
+        target = d(impl, 'from_%s_%s' % (other, m))
+        shutil.copytree(d(other, 'src_' + m), target)
+        tasks[impl].append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
+    return tasks
+
+  out1, out2 = reference.run_rounds(pythons, PROGRAM, [round1, round2], workdir, 'round',
+                                    TIMEOUT)
 
   results = {}
   for impl in IMPLS:

@@ -2,7 +2,7 @@
 original TPUEstimator (TF 2.15, Keras 2; the reference venv of scripts/reference-venv.sh) and on
 tpu_estimator (TF 2.21, Keras 3), and the results must agree.
 
-Two rounds, each one subprocess per implementation, the two in parallel:
+Two rounds in one subprocess per implementation, the two in parallel:
   1. each side trains every model N steps in its own model_dir, evaluates, predicts, exports
      and serves the export (tf.saved_model.load);
   2. each side evaluates, predicts and trains K more steps in a copy of the model_dir the
@@ -29,19 +29,13 @@ RTOL, ATOL = 1e-4, 1e-5
 TIMEOUT = 600
 
 
-def _round(pythons, tasks, workdir, tag):
-  """keras_program.py once per implementation, both at once; their outputs' results."""
-  return reference.run_both(pythons, PROGRAM, tasks, workdir, tag, TIMEOUT)
-
-
 def _run(workdir):
   pythons = {'orig': reference.python('The Keras differential tests'), 'ours': sys.executable}
   src = {impl: {m: os.path.join(workdir, impl, 'src_' + m) for m in MODELS} for impl in IMPLS}
-  first = _round(pythons, {impl: [{'task': 'write', 'model': m, 'dir': src[impl][m],
-                                   'steps': N_STEPS, 'export': True} for m in MODELS]
-                           for impl in IMPLS}, workdir, 'write')
-  tasks = reference.resume_tasks(workdir, src, MODELS, K_STEPS)
-  second = _round(pythons, tasks, workdir, 'resume')
+  first, second = reference.run_rounds(pythons, PROGRAM, [
+      {impl: [{'task': 'write', 'model': m, 'dir': src[impl][m], 'steps': N_STEPS,
+               'export': True} for m in MODELS] for impl in IMPLS},
+      lambda: reference.resume_tasks(workdir, src, MODELS, K_STEPS)], workdir, 'round', TIMEOUT)
   return {impl: {'versions': (first[impl]['tf_version'], first[impl]['keras_version']),
                  'written': dict(zip(MODELS, first[impl]['results'])),
                  'resumed': dict(zip(MODELS, second[impl]['results']))} for impl in IMPLS}

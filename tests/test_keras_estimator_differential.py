@@ -2,7 +2,7 @@
 keras_estimator_program.py runs on the original (TF 2.15, tensorflow-estimator 2.15, Keras 2)
 and on tpu_estimator (compat.install(), tf_keras), and the results must agree.
 
-Two rounds, each one subprocess per implementation, the two in parallel:
+Two rounds in one subprocess per implementation, the two in parallel:
   1. each side converts a Sequential and a functional model, trains, evaluates, predicts,
      exports and loads its export;
   2. each side converts the same models onto a copy of the model_dir the OTHER side wrote in
@@ -29,12 +29,10 @@ def _run(workdir):
   pythons = {'orig': reference.python('The model_to_estimator differential tests'),
              'ours': sys.executable}
   src = {impl: {m: os.path.join(workdir, impl, 'src_' + m) for m in MODELS} for impl in IMPLS}
-  first = reference.run_both(
-      pythons, PROGRAM, {impl: [{'task': 'write', 'model': m, 'dir': src[impl][m],
-                                 'steps': N_STEPS} for m in MODELS] for impl in IMPLS},
-      workdir, 'write', 600)
-  tasks = reference.resume_tasks(workdir, src, MODELS, K_STEPS)
-  second = reference.run_both(pythons, PROGRAM, tasks, workdir, 'resume', 600)
+  first, second = reference.run_rounds(pythons, PROGRAM, [
+      {impl: [{'task': 'write', 'model': m, 'dir': src[impl][m], 'steps': N_STEPS}
+              for m in MODELS] for impl in IMPLS},
+      lambda: reference.resume_tasks(workdir, src, MODELS, K_STEPS)], workdir, 'round', 600)
   return {impl: {'written': dict(zip(MODELS, first[impl]['results'])),
                  'resumed': dict(zip(MODELS, second[impl]['results']))} for impl in IMPLS}
 

@@ -16,10 +16,8 @@ between them, so the original's own runs of one mini-batch program differ (by up
 a center here): those centers are compared to that spread, their indexes on 90% of the
 points, the rest (variables, steps, keys, and everything read from one checkpoint) exactly.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -48,30 +46,23 @@ def _centers_atol(model):
 def _run_all(workdir):
   pythons = {'orig': reference.python('The KMeans differential tests'), 'ours': sys.executable}
   d = lambda *parts: os.path.join(workdir, *parts)
-  first = reference.run_both(pythons, PROGRAM, {
-      impl: [{'task': 'write', 'model': m, 'dir': d(impl, m), 'steps': N_STEPS,
-              'export': d(impl, 'export') if m == EXPORTED else None,
-              'more': K_STEPS if impl == 'orig' else None} for m in MODELS]
-      for impl in IMPLS}, workdir, 'write', TIMEOUT)
-  tasks = []
-  for m in MODELS:
-    target = d('ours', 'from_orig_' + m)
-    shutil.copytree(d('orig', m), target)
-    tasks.append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
-  spec, out = d('resume_spec.json'), d('resume_out.json')
-  with open(spec, 'w') as f:
-    json.dump(tasks, f)
-  proc = subprocess.run([pythons['ours'], PROGRAM, 'ours', spec, out], cwd=REPO,
-                        env=reference.env('ours'), capture_output=True, text=True,
-                        timeout=TIMEOUT, check=False)
-  if proc.returncode != 0:
-    raise reference.Unavailable('kmeans_program.py ours (resume) failed:\n' +
-                                (proc.stdout + proc.stderr)[-6000:])
-  with open(out) as f:
-    second = json.load(f)
+
+  def resume():  # ours only: a copy of each model_dir the original wrote
+    tasks = []
+    for m in MODELS:
+      target = d('ours', 'from_orig_' + m)
+      shutil.copytree(d('orig', m), target)
+      tasks.append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
+    return {'orig': [], 'ours': tasks}
+
+  first, second = reference.run_rounds(pythons, PROGRAM, [
+      {impl: [{'task': 'write', 'model': m, 'dir': d(impl, m), 'steps': N_STEPS,
+               'export': d(impl, 'export') if m == EXPORTED else None,
+               'more': K_STEPS if impl == 'orig' else None} for m in MODELS]
+       for impl in IMPLS}, resume], workdir, 'round', TIMEOUT)
   result = {impl: {'tf_version': first[impl]['tf_version'], 'paths': first[impl]['paths'],
                    'write': dict(zip(MODELS, first[impl]['results']))} for impl in IMPLS}
-  result['ours']['resume'] = dict(zip(MODELS, second['results']))
+  result['ours']['resume'] = dict(zip(MODELS, second['ours']['results']))
   return result
 
 

@@ -5,7 +5,7 @@ layer and Adam; a stacked simple-RNN multi-class classifier with `return_sequenc
 embedded context column) runs on the original (`tf.estimator.experimental`, TF 2.15 +
 tensorflow-estimator 2.15) and on `tpu_estimator.canned` (TF 2.21).
 
-Two rounds of two parallel subprocesses: (1) each side trains each model a few steps and
+Two rounds in two parallel subprocesses: (1) each side trains each model a few steps and
 reports variable names and shapes, evaluation and prediction keys, export signatures; (2) each
 side evaluates, predicts and trains on in a copy of the model_dir the OTHER side wrote.  Fresh
 initial values differ (the two graphs draw them with different op seeds), so values are

@@ -4,7 +4,7 @@ logit_fn API: tests/differential/v1_heads_program.py, a legacy program using the
 v1 head factories, runs unchanged on the original (TF 2.15 + tensorflow-estimator 2.15) and on
 ours (TF 2.21, after `tpu_estimator.compat.install()`).
 
-Two rounds of two parallel subprocesses: each side trains every model; then each side
+Two rounds in two parallel subprocesses: each side trains every model; then each side
 evaluates a copy of the model_dir the OTHER side wrote.
 """
 import os

@@ -1,7 +1,7 @@
 """A census-style canned-estimator program run on the original (`tf.estimator`, TF 2.15) and on
 ours (`tpu_estimator.canned`, TF 2.21) by tests/test_canned_differential.py.
 
-Usage: canned_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of
+Usage: canned_program.py IMPL SPEC_JSON OUT_JSON..., IMPL in {orig, ours}.  SPEC is a list of
 tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N, 'more': K, 'resumed': R}: train M for N
       steps in D and report (variable names, evaluation, predictions, export signatures); if R

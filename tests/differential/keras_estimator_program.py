@@ -2,7 +2,7 @@
 tensorflow-estimator 2.15, its Keras 2) and on tpu_estimator (`compat.install()`, tf.keras
 routed to tf_keras).
 
-    python keras_estimator_program.py {orig|ours} SPEC_JSON OUT_JSON
+    python keras_estimator_program.py {orig|ours} SPEC_JSON OUT_JSON...
 
 Two compiled models, built with deterministic weights and fed fixed data, so both sides compute
 the same numbers:
@@ -13,7 +13,6 @@ the same numbers:
   and a regressor) with loss weights, SGD with Nesterov momentum and per-output metrics,
   converted by `tf.compat.v1.keras.estimator.model_to_estimator` (name-based checkpoints).
 """
-import json
 import os
 import sys
 
@@ -25,7 +24,7 @@ if __name__ == '__main__' and sys.argv[1] == 'ours':
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from program_results import jsonable  # pylint: disable=wrong-import-position
+from program_results import jsonable, rounds  # pylint: disable=wrong-import-position
 
 BATCH = 8
 MODELS = ('sequential', 'functional')
@@ -141,11 +140,8 @@ TASKS = {'write': task_write, 'resume': task_resume}
 
 def main():
   impl = sys.argv[1]
-  with open(sys.argv[2]) as f:
-    specs = json.load(f)
-  results = [jsonable(TASKS[spec['task']](spec)) for spec in specs]
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'impl': impl, 'tf_version': tf.__version__, 'results': results}, f)
+  rounds(lambda specs: {'impl': impl, 'tf_version': tf.__version__,
+                        'results': [jsonable(TASKS[spec['task']](spec)) for spec in specs]})
 
 
 if __name__ == '__main__':

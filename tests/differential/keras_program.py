@@ -1,7 +1,7 @@
 """Keras-layer model_fns, run unchanged on the original TPUEstimator (TF 2.15, Keras 2) and on
 `tpu_estimator` (TF 2.21, Keras 3); only the import switch differs.
 
-    python keras_program.py {orig|ours} SPEC_JSON OUT_JSON
+    python keras_program.py {orig|ours} SPEC_JSON OUT_JSON...
 
 Each model_fn builds its network with `tf.keras` inside `model_fn` and no layer names (the
 numbering is the point): a Dense MLP, Conv2D + BatchNormalization + Dropout (`training=` from
@@ -12,7 +12,6 @@ start from deterministic initialisers and the data is fixed, so both sides compu
 
 tests/test_keras_model_fns.py imports this module for the same model_fns (`make_estimator`).
 """
-import json
 import os
 import sys
 
@@ -225,17 +224,14 @@ IMPL = 'ours'
 
 def main():
   # Run as a script (this folder on the path); tests import the module without running main.
-  from program_results import jsonable  # pylint: disable=import-outside-toplevel
+  from program_results import jsonable, rounds  # pylint: disable=import-outside-toplevel
   global IMPL  # pylint: disable=global-statement
   IMPL = impl = sys.argv[1]
   if impl not in ('ours', 'orig'):
-    raise SystemExit('usage: keras_program.py {orig|ours} SPEC_JSON OUT_JSON')
-  with open(sys.argv[2]) as f:
-    specs = json.load(f)
-  results = [jsonable(TASKS[spec['task']](spec)) for spec in specs]
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'impl': impl, 'tf_version': tf.__version__, 'keras_version': keras.__version__,
-               'results': results}, f)
+    raise SystemExit('usage: keras_program.py {orig|ours} SPEC_JSON OUT_JSON...')
+  rounds(lambda specs: {'impl': impl, 'tf_version': tf.__version__,
+                        'keras_version': keras.__version__,
+                        'results': [jsonable(TASKS[spec['task']](spec)) for spec in specs]})
 
 
 if __name__ == '__main__':

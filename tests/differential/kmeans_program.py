@@ -2,7 +2,7 @@
 + tensorflow-estimator 2.15) and on ours (the same name after `tpu_estimator.compat.install()`,
 TF 2.21) by tests/test_kmeans_differential.py.
 
-Usage: kmeans_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of
+Usage: kmeans_program.py IMPL SPEC_JSON OUT_JSON..., IMPL in {orig, ours}.  SPEC is a list of
 tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N, 'export': E, 'more': K}: train M for N
       steps in D; report centers, variables, evaluation and predictions; with E also score,

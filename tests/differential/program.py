@@ -1,20 +1,20 @@
 """One user program, run unchanged on the original Estimator (TF 2.15 + tensorflow-estimator)
 and on `tpu_estimator` (TF 2.21); only the import switch below differs.
 
-    python program.py {orig|ours} SPEC_JSON OUT_JSON
+    python program.py {orig|ours} SPEC_JSON OUT_JSON...
 
 SPEC_JSON is a list of tasks ({"task": ..., "model": ..., "dir": ...}); OUT_JSON receives one
-result dict per task, in order.  Everything is deterministic: constant initialisers, fixed data
-(numpy's legacy RandomState, whose streams are frozen across numpy versions), no shuffling.
+result dict per task, in order (a pair per round: program_results.rounds).  Everything is
+deterministic: constant initialisers, fixed data (numpy's legacy RandomState, whose streams are
+frozen across numpy versions), no shuffling.
 """
-import json
 import os
 import sys
 
 import numpy as np
 import tensorflow as tf
 
-from program_results import jsonable  # pylint: disable=wrong-import-position
+from program_results import jsonable, rounds  # pylint: disable=wrong-import-position
 
 IMPL = sys.argv[1]
 if IMPL == 'ours':
@@ -24,7 +24,7 @@ elif IMPL == 'orig':
   estimator = tf.compat.v1.estimator
   tpu = tf.compat.v1.estimator.tpu
 else:
-  raise SystemExit('usage: program.py {orig|ours} SPEC_JSON OUT_JSON')
+  raise SystemExit('usage: program.py {orig|ours} SPEC_JSON OUT_JSON...')
 
 v1 = tf.compat.v1
 NUM_FEATURES = 4
@@ -323,13 +323,8 @@ TASKS = {'scenario': task_scenario, 'write': task_write, 'resume': task_resume,
 
 
 def main():
-  with open(sys.argv[2]) as f:
-    specs = json.load(f)
-  results = []
-  for spec in specs:
-    results.append(jsonable(TASKS[spec['task']](spec)))
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'impl': IMPL, 'tf_version': tf.__version__, 'results': results}, f)
+  rounds(lambda specs: {'impl': IMPL, 'tf_version': tf.__version__,
+                        'results': [jsonable(TASKS[spec['task']](spec)) for spec in specs]})
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 """The RNN estimators on the original (`tf.estimator.experimental`, TF 2.15) and on ours
 (`tpu_estimator.canned`, TF 2.21), run by tests/test_rnn_differential.py.
 
-Usage: rnn_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of tasks:
+Usage: rnn_program.py IMPL SPEC_JSON OUT_JSON..., IMPL in {orig, ours}.  SPEC is a list of tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N, 'more': K}: train M for N steps in D;
       report its variables (names and shapes), evaluation, predictions and export signatures;
       then train K more steps in a copy (D + '_more') and evaluate again.

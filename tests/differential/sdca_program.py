@@ -1,7 +1,7 @@
 """Linear models trained with `LinearSDCA`, run on the original (`tf.estimator`, TF 2.15) and on
 ours (TF 2.21) by tests/test_sdca_differential.py.
 
-Usage: sdca_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of tasks:
+Usage: sdca_program.py IMPL SPEC_JSON OUT_JSON..., IMPL in {orig, ours}.  SPEC is a list of tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N}: train M for N steps in D; report the
       training losses, every checkpoint variable (names, values), evaluation and predictions.
   {'task': 'resume', 'model': M, 'dir': D, 'steps': K}: D holds the other implementation's

@@ -2,7 +2,7 @@
 unchanged on the original (TF 2.15 + tensorflow-estimator 2.15) and on ours (TF 2.21, after
 `tpu_estimator.compat.install()`) by tests/test_v1_heads_differential.py.
 
-Usage: v1_heads_program.py IMPL SPEC_JSON OUT_JSON, IMPL in {orig, ours}.  SPEC is a list of
+Usage: v1_heads_program.py IMPL SPEC_JSON OUT_JSON..., IMPL in {orig, ours}.  SPEC is a list of
 tasks:
   {'task': 'write', 'model': M, 'dir': D, 'steps': N}: train M for N steps in D; report the
       checkpoint's variables and shapes, evaluation, predictions, export signatures.
@@ -14,7 +14,6 @@ The heads are the original's v1 heads, made by its v1 head factories (the module
 `tensorflow_estimator.python.estimator.canned.head`); `logit_fn` is a model_fn of the
 experimental logit_fn API with such a head.
 """
-import json
 import os
 import sys
 
@@ -26,7 +25,7 @@ if sys.argv[1] == 'ours':
 
 import numpy as np  # pylint: disable=wrong-import-position
 import tensorflow as tf  # pylint: disable=wrong-import-position
-from program_results import jsonable  # pylint: disable=wrong-import-position
+from program_results import jsonable, run_tasks  # pylint: disable=wrong-import-position
 # pylint: disable=wrong-import-position,protected-access
 from tensorflow_estimator.python.estimator.canned import head as head_lib
 
@@ -156,21 +155,17 @@ def report(est, model, model_dir, export=False, predict=True):
   return result
 
 
-def main():
-  with open(sys.argv[2]) as f:
-    tasks = json.load(f)
-  results = []
-  for task in tasks:
-    model, model_dir = task['model'], task['dir']
-    est = build(model, model_dir)
-    if task['task'] == 'write':
-      est.train(input_fns(model)[0], steps=task['steps'])
-      results.append(report(est, model, model_dir, export=model in EXPORTED))
-    else:
-      results.append(report(est, model, model_dir, predict=False))
-  with open(sys.argv[3], 'w') as f:
-    json.dump({'tf_version': tf.__version__, 'results': results}, f)
+def write(task):
+  model, model_dir = task['model'], task['dir']
+  est = build(model, model_dir)
+  est.train(input_fns(model)[0], steps=task['steps'])
+  return report(est, model, model_dir, export=model in EXPORTED)
+
+
+def resume(task):
+  model, model_dir = task['model'], task['dir']
+  return report(build(model, model_dir), model, model_dir, predict=False)
 
 
 if __name__ == '__main__':
-  main()
+  run_tasks(write, resume)
