@@ -7,7 +7,8 @@
 # installed into their own venv, .venv-docs (the project itself is not installed there: the API
 # reference is read from the source by static analysis, so no TensorFlow is needed). The venv
 # is built on the first run and reused while its stamp matches the extra; delete it to rebuild.
-# Arguments are passed on to `mkdocs build` (e.g. --site-dir DIR).
+# Arguments are passed on to `mkdocs build` (e.g. --site-dir DIR); `--venv-only` as the only
+# argument builds the venv and stops (scripts/test.sh builds it while the tests run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install.sh  # install_into VENV ARGS...: uv where it can be had, else pip
@@ -32,6 +33,8 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
   install_into "$DOCS_VENV" $wanted
   echo "$wanted" > "$stamp"
 fi
+
+[[ "${1:-}" == --venv-only ]] && exit 0
 
 # Material prints a banner about MkDocs 2 on every build; the pins keep MkDocs 1.x.
 export NO_MKDOCS_2_WARNING=1

@@ -70,9 +70,11 @@ build() {
   ready || { echo "reference-venv: built $venv, but tensorflow_estimator does not import" >&2; exit 1; }
 }
 
-if ! ready; then
+if ! [[ -x "$venv/bin/python" && -f "$venv/.reference-ok" ]]; then
   mkdir -p "$(dirname "$venv")"
-  # Two test sessions (or a test and a benchmark) asking at once build it once.
+  # Two test sessions (or a test and a benchmark, or scripts/test.sh's early build and a test)
+  # asking at once build it once; the check of a venv without its mark waits for the lock too,
+  # so a venv still being filled is never marked.
   if command -v flock >/dev/null 2>&1; then
     exec 9>"$venv.lock"
     flock 9

@@ -17,7 +17,9 @@
 #    the first run; ~20 s once built): a broken link or API reference fails the run.
 #
 # Every venv is filled by scripts/install.sh: uv where it can be installed (about half pip's
-# time on 2 cores), else pip.
+# time on 2 cores), else pip. Only the test venv is built before the suite starts: the reference
+# venv is built beside it (the first test that needs it waits for it), the TF 2.16 and docs venvs
+# while the suite runs. A build mostly waits on downloads and the disk, the suite on the CPU.
 #
 # Both pytest runs use two worker processes (pytest-xdist), each test file whole on one worker
 # (`--dist loadfile`: a file's module fixtures, such as a differential test's two programs, run
@@ -48,9 +50,42 @@ CORE_TESTS=(tests/test_tf_internals.py tests/test_checkpoint_faults.py tests/tes
             tests/test_keras_model_fns.py tests/test_contrib_layers.py tests/test_export.py
             tests/test_strategies.py)
 
+build_oldest() {  # the oldest TensorFlow's venv, unless a build with these requirements completed
+  local stamp="$OLDEST_VENV/.tpu-estimator-requirements"
+  local wanted="${OLDEST_REQUIREMENTS[*]} tf_keras~=${OLDEST_TF}.0"
+  [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]] && return 0
+  echo "=== Building $OLDEST_VENV (TensorFlow $OLDEST_TF) ==="
+  rm -rf "$OLDEST_VENV"
+  python3 -m venv "$OLDEST_VENV" &&
+    install_into "$OLDEST_VENV" "${OLDEST_REQUIREMENTS[@]}" &&
+    install_into "$OLDEST_VENV" --no-deps "tf_keras~=${OLDEST_TF}.0" &&
+    echo "$wanted" > "$stamp"  # written last: a complete build
+}
+
+logs=$(mktemp -d)
+declare -A pids
+started() {  # `started NAME COMMAND...`: runs it in the background, output to $logs/NAME.log
+  local name="$1"
+  shift
+  "$@" >"$logs/$name.log" 2>&1 &
+  pids[$name]=$!
+}
+finished() {  # `finished NAME`: its exit status; its log is shown when it failed
+  local status=0
+  wait "${pids[$1]}" || status=$?
+  ((status == 0)) || cat "$logs/$1.log" >&2
+  return "$status"
+}
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # nothing outlives this script
+
 # ---------------------------------------------------------------------------------------------
 # 1. The newest TensorFlow, the whole suite.
 
+# Its failure shows in the tests that need it (scripts/reference-venv.sh runs again there and
+# waits for this build on a lock: without flock the tests build it themselves).
+if command -v flock >/dev/null 2>&1; then
+  started reference bash scripts/reference-venv.sh
+fi
 python3 -m venv .venv
 install_into .venv -e ".[test]"
 # tf_keras (legacy tf.compat.v1.layers, tested by tests/test_compat.py) declares a dependency on
@@ -65,6 +100,8 @@ versions() {  # "TensorFlow X, Keras Y" of a venv, read without importing Tensor
   "$1/bin/python" -c "from importlib.metadata import version as v; print('TensorFlow %s, Keras %s' % (v('tensorflow-cpu'), v('keras')))"
 }
 
+started oldest build_oldest
+started docs bash scripts/docs.sh --venv-only
 echo "=== Tests on the newest TensorFlow ($(versions .venv)): the whole suite ==="
 newest_status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "$@" || newest_status=$?
@@ -72,22 +109,13 @@ newest_status=0
 # ---------------------------------------------------------------------------------------------
 # 2. The oldest supported TensorFlow, the core tests.
 
-# The venv is reused when a build with these same requirements completed (the stamp is written
-# last); otherwise it is built afresh. The project itself comes from the checkout (PYTHONPATH).
-stamp="$OLDEST_VENV/.tpu-estimator-requirements"
-wanted="${OLDEST_REQUIREMENTS[*]} tf_keras~=${OLDEST_TF}.0"
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
-  echo "=== Building $OLDEST_VENV (TensorFlow $OLDEST_TF) ==="
-  rm -rf "$OLDEST_VENV"
-  if ! { python3 -m venv "$OLDEST_VENV" &&
-         install_into "$OLDEST_VENV" "${OLDEST_REQUIREMENTS[@]}" &&
-         install_into "$OLDEST_VENV" --no-deps "tf_keras~=${OLDEST_TF}.0"; }; then
-    echo "ERROR: could not install TensorFlow $OLDEST_TF into $OLDEST_VENV (is the package index" \
-         "reachable?). The core tests on the oldest supported TensorFlow are part of the tests:" \
-         "this run fails rather than skip them." >&2
-    exit 1
-  fi
-  echo "$wanted" > "$stamp"
+# Its venv is reused when a build with these same requirements completed; otherwise it was
+# built afresh while the suite ran. The project itself comes from the checkout (PYTHONPATH).
+if ! finished oldest; then
+  echo "ERROR: could not install TensorFlow $OLDEST_TF into $OLDEST_VENV (is the package index" \
+       "reachable?). The core tests on the oldest supported TensorFlow are part of the tests:" \
+       "this run fails rather than skip them." >&2
+  exit 1
 fi
 
 echo "=== Tests on the oldest supported TensorFlow ($(versions "$OLDEST_VENV")): the core tests ==="
@@ -100,7 +128,7 @@ PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$OLDEST_VENV/bin/python" -m pytest
 
 echo "=== The documentation site (mkdocs build --strict) ==="
 docs_status=0
-bash scripts/docs.sh || docs_status=$?
+finished docs && bash scripts/docs.sh || docs_status=$?
 
 echo "=== Newest TensorFlow: $( ((newest_status == 0)) && echo passed || echo "FAILED ($newest_status)");" \
      "TensorFlow $OLDEST_TF core: $( ((oldest_status == 0)) && echo passed || echo "FAILED ($oldest_status)");" \
