@@ -64,17 +64,8 @@ def _run_rounds(pythons, workdir):
     tasks.append({'task': 'contract', 'dir': d(impl, 'contract')})
     round1[impl] = tasks
 
-  def round2():
-    tasks = {}
-    for impl in IMPLS:
-      other = 'ours' if impl == 'orig' else 'orig'
-      tasks[impl] = []
-      for m in RESUME_MODELS:
-        target = d(impl, 'from_%s_%s' % (other, m))
-        shutil.copytree(d(other, 'src_' + m), target)
-        tasks[impl].append({'task': 'resume', 'model': m, 'dir': target, 'steps': K_STEPS})
-    return tasks
-
+  sources = {impl: {m: d(impl, 'src_' + m) for m in RESUME_MODELS} for impl in IMPLS}
+  round2 = lambda: reference.resume_tasks(workdir, sources, RESUME_MODELS, K_STEPS)
   out1, out2 = reference.run_rounds(pythons, PROGRAM, [round1, round2], workdir, 'round',
                                     TIMEOUT)
 
