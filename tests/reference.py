@@ -16,6 +16,8 @@ import time
 import numpy as np
 import pytest
 
+import zygote
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_SCRIPT = os.path.join(REPO, 'scripts', 'reference-venv.sh')
 NO_INTERPRETER = 3  # the script's exit status when no Python 3.9-3.11 is found
@@ -140,8 +142,8 @@ def _start(pythons, program, files, workdir, tag):
     log = os.path.join(workdir, '%s_%s.log' % (tag, impl))
     log_file = open(log, 'w')
     argv = [pythons[impl], program, impl] + [path for pair in files[impl] for path in pair]
-    running[impl] = (subprocess.Popen(argv, cwd=REPO, env=env(impl), stdout=log_file,
-                                      stderr=subprocess.STDOUT), log_file, log)
+    running[impl] = (zygote.Popen(argv, cwd=REPO, env=env(impl), stdout=log_file,
+                                  stderr=subprocess.STDOUT), log_file, log)
   return running
 
 

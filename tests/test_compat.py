@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 import reference
+import zygote
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(REPO, 'tests', 'legacy_programs')
@@ -65,8 +66,8 @@ class _Job:
     self.log_path = os.path.join(workdir, self.name + '.log')
     self.log = open(self.log_path, 'w')
     self.started = time.time()
-    self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=_env(self.impl), stdout=self.log,
-                                 stderr=subprocess.STDOUT)
+    self.proc = zygote.Popen(self.argv, cwd=self.cwd, env=_env(self.impl), stdout=self.log,
+                             stderr=subprocess.STDOUT)
 
   def poll(self):
     rc = self.proc.poll()

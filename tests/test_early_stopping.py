@@ -13,6 +13,7 @@ import tensorflow as tf
 import helpers as h
 import reference
 import tpu_estimator as te
+import zygote
 from tpu_estimator.hooks import early_stopping
 
 v1 = tf.compat.v1
@@ -35,9 +36,9 @@ def runs():
   for impl, python in pythons.items():
     out = os.path.join(workdir, impl + '.json')
     log = open(os.path.join(workdir, impl + '.log'), 'w')
-    procs[impl] = (subprocess.Popen([python, PROGRAM, impl, workdir, out], cwd=REPO,
-                                    env=reference.env(impl), stdout=log,
-                                    stderr=subprocess.STDOUT), log, out)
+    procs[impl] = (zygote.Popen([python, PROGRAM, impl, workdir, out], cwd=REPO,
+                                env=reference.env(impl), stdout=log,
+                                stderr=subprocess.STDOUT), log, out)
   results = {}
   for impl, (proc, log, out) in procs.items():
     rc = proc.wait(timeout=600)
@@ -296,7 +297,7 @@ def test_stop_at_checkpoint_step_hook(tmp_path, monkeypatch):
     assert steps == [1, 2, 3]
 
 
-def test_two_workers_stop_together_when_the_chief_says_stop(tmp_path):
+def test_two_workers_stop_together_when_the_chief_says_stop(tmp_path, monkeypatch):
   """A multi-worker strategy: the workers meet in collectives every step, so one stopping
   alone would leave the other waiting.  Only the chief's should_stop_fn says stop (its second
   call, at step 10); both tasks stop there and exit cleanly."""
@@ -305,6 +306,7 @@ def test_two_workers_stop_together_when_the_chief_says_stop(tmp_path):
   out.mkdir()
   program = os.path.join(REPO, 'tests', 'multiworker', 'early_stopping_program.py')
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  zygote.fork_launched_tasks(monkeypatch, launcher)
   codes = launcher.launch([program, str(tmp_path / 'model'), str(out)], 2, env=env,
                           timeout=240)
   assert codes == [0, 0]

@@ -7,10 +7,20 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tpu_estimator.tools import launcher
 
+import zygote
+
 PROGRAM = os.path.join(os.path.dirname(__file__), 'multiworker', 'program.py')
+
+
+@pytest.fixture(autouse=True)
+def _forked_tasks(monkeypatch):
+  """The tasks `launcher.launch` starts here are forked (tests/zygote.py); the `tpu-estimator
+  launch` command's tests start real processes."""
+  zygote.fork_launched_tasks(monkeypatch, launcher)
 
 
 def _env(**extra):
@@ -35,8 +45,8 @@ def test_two_workers_train_like_one_process_with_the_same_shards(tmp_path):
   cluster_out, single_out = tmp_path / 'cluster_out', tmp_path / 'single_out'
   cluster_out.mkdir()
   single_out.mkdir()
-  single = subprocess.Popen([sys.executable, PROGRAM, str(tmp_path / 'single'), '20',
-                             str(single_out), '2'], env=_env())
+  single = zygote.Popen([sys.executable, PROGRAM, str(tmp_path / 'single'), '20',
+                         str(single_out), '2'], env=_env())
   codes = launcher.launch([PROGRAM, str(tmp_path / 'cluster'), '20', str(cluster_out)], 2,
                           env=_env(), timeout=240)
   assert single.wait(240) == 0
@@ -60,7 +70,7 @@ def test_dead_worker_stops_the_chief_and_a_restart_resumes(tmp_path):
   model_dir = tmp_path / 'model'
   timeout_ms = 15000
   configs = launcher.tf_configs(2)
-  processes = [subprocess.Popen(
+  processes = [zygote.Popen(
       [sys.executable, PROGRAM, str(model_dir), '100000', str(out)],
       env=_env(TF_CONFIG=json.dumps(c), OPERATION_TIMEOUT_MS=str(timeout_ms)))
                for c in configs]
@@ -137,8 +147,8 @@ def test_estimator_train_distribute_multi_worker_equals_local_replicas(tmp_path)
   cluster_out, local_out = tmp_path / 'cluster_out', tmp_path / 'local_out'
   cluster_out.mkdir()
   local_out.mkdir()
-  local = subprocess.Popen([sys.executable, STRATEGY_PROGRAM, 'local', str(tmp_path / 'local'),
-                            '10', str(local_out)], env=_env())
+  local = zygote.Popen([sys.executable, STRATEGY_PROGRAM, 'local', str(tmp_path / 'local'),
+                        '10', str(local_out)], env=_env())
   codes = launcher.launch([STRATEGY_PROGRAM, 'cluster', str(tmp_path / 'cluster'), '10',
                            str(cluster_out)], 2, env=_env(), timeout=240)
   assert local.wait(240) == 0

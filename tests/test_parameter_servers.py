@@ -12,13 +12,13 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 import helpers as h
 import reference
 import tpu_estimator as te
+import zygote
 from tpu_estimator import keras_models
 from tpu_estimator.tools import launcher
 
@@ -276,7 +276,7 @@ class _Job:
     log_path = os.path.join(self.workdir, '%s.%d.log' % (name, incarnation))
     self.logs[name] = log_path
     with open(log_path, 'w') as log:
-      self.processes[name] = subprocess.Popen(
+      self.processes[name] = zygote.Popen(
           self._argv + [self.out(incarnation)] + self._tail, stdout=log,
           stderr=subprocess.STDOUT, env=dict(self._env, TF_CONFIG=json.dumps(config)))
 
