@@ -4,8 +4,9 @@ Importing TensorFlow costs each fresh process 5-8 s of CPU on the suite's 2-core
 the tests start dozens of programs (differential sides, cluster tasks): most of what they
 cost.  `Popen(argv, ...)` takes the place of `subprocess.Popen` for `[python, program.py,
 args...]`: it asks a *zygote* (this file run by that python, one per python and environment,
-kept for the rest of the test process) to fork a child, which sets up its file descriptors, environment, working directory, `sys.argv` and
-`sys.path[0]` as that command line would, and runs the program as `__main__`.  The child is a
+kept for the rest of the test process) to fork a child, which sets up its file descriptors,
+environment, working directory, `sys.argv` and `sys.path[0]` as that command line would, and
+runs the program as `__main__`.  The child is a
 separate process (killed, signalled and waited for like one; its exit code is the program's,
 or -N after signal N) and ends as a program ends (non-daemon threads joined, `atexit` run),
 but without tearing its modules down (`_run`).  Its standard input is /dev/null.
@@ -251,15 +252,17 @@ def _program(argv):
   return None
 
 
-def _fd(stream, default):
+def _fd(stream, inherited, devnull):
+  """The fd a child gets for a Popen `stdout`/`stderr` argument."""
   if stream is None:
-    return default
+    return inherited
   if stream == subprocess.DEVNULL:
-    return None
+    return devnull.fileno()
   return stream if isinstance(stream, int) else stream.fileno()
 
 
-def Popen(argv, env=None, cwd=None, stdout=None, stderr=None, **kwargs):  # pylint: disable=invalid-name
+def Popen(argv, env=None, cwd=None, stdout=None, stderr=None,  # pylint: disable=invalid-name
+          **kwargs):
   """`subprocess.Popen(argv, env=, cwd=, stdout=, stderr=)`, forked where it can be (a Python
   program; stdout/stderr None, DEVNULL, STDOUT (stderr) or a file; no other argument)."""
   argv = [str(a) for a in argv]
@@ -269,10 +272,8 @@ def Popen(argv, env=None, cwd=None, stdout=None, stderr=None, **kwargs):  # pyli
     return subprocess.Popen(argv, env=env, cwd=cwd, stdout=stdout, stderr=stderr, **kwargs)
   env = dict(os.environ if env is None else env)
   with open(os.devnull, 'r+b') as devnull:
-    out = _fd(stdout, 1)
-    out = devnull.fileno() if out is None else out
-    err = out if stderr == subprocess.STDOUT else _fd(stderr, 2)
-    err = devnull.fileno() if err is None else err
+    out = _fd(stdout, 1, devnull)
+    err = out if stderr == subprocess.STDOUT else _fd(stderr, 2, devnull)
     zygote = _zygote(argv[0], env)
     tag = zygote.fork(program, env, os.path.abspath(cwd or os.getcwd()),
                       [devnull.fileno(), out, err])
