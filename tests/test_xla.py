@@ -50,8 +50,9 @@ def _assert_same_training(compiled, plain):
     np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol, err_msg=name)
 
 
-# One shard with static input shapes: the whole loop is one computation; input without static
-# shapes, or two shards: the step is compiled on its own.
+# Static input shapes: the whole loop is one computation (two logical CPU shards too, their
+# variables then on the first device); input without static shapes: the step is compiled on
+# its own.
 @pytest.mark.parametrize('optimizer,shards,static', [
     ('sgd', 1, True), ('adam', 1, True), ('adam', 1, False), ('sgd', 2, True),
     ('adam', 2, True)])
@@ -61,7 +62,7 @@ def test_compiled_step_equals_uncompiled(tmp_path, optimizer, shards, static):
   compiled, spy = _train(tmp_path / 'xla', model_fn, True, shards, static=static)
   assert plain_spy.compiled_runs == 0
   assert spy.compiled_runs > 0  # the device loop's step really ran as an XLA cluster
-  assert (spy.whole_loop_runs == spy.compiled_runs) == (shards == 1 and static)
+  assert (spy.whole_loop_runs == spy.compiled_runs) == static
   assert plain.get_variable_value('global_step') == 5
   _assert_same_training(compiled, plain)
   want = _values(plain)
@@ -199,16 +200,53 @@ def test_default_goes_on_uncompiled_with_an_op_without_an_xla_kernel(tmp_path, c
   assert auto.get_variable_value('global_step') == 9
 
 
-def test_default_leaves_several_replicas_uncompiled(tmp_path, caplog, monkeypatch):
-  """Several replicas: xla=True compiles the step alone, which measured slower than
-  uncompiled on CPU replicas; xla=None leaves them uncompiled, quietly."""
+def test_default_compiles_logical_cpu_replicas_as_one_computation(tmp_path, caplog,
+                                                                  monkeypatch):
+  """Two logical CPU shards: xla=None compiles their whole loop as one computation (their
+  variables on the first device), quietly, and trains as the uncompiled mirrored replicas do;
+  a sharded evaluation (mirrored) reads its checkpoint.  Input without static shapes cannot be
+  read a loop at a time: uncompiled, on mirrored replicas, quietly."""
   monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 1)
   model_fn = make_model_fn(tpu=True, cross_shard=True)
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
-    est, spy = _train(tmp_path, model_fn, None, 2)
+    est, spy = _train(tmp_path / 'auto', model_fn, None, 2)
+    dynamic, dynamic_spy = _train(tmp_path / 'dynamic', model_fn, None, 2, static=False)
   assert not [r for r in caplog.records if 'XLA' in r.getMessage()]
-  assert spy.compiled_runs == 0
-  assert est.get_variable_value('global_step') == 5
+  assert spy.whole_loop_runs == spy.compiled_runs > 0
+  assert dynamic_spy.compiled_runs == 0
+  plain, _ = _train(tmp_path / 'plain', model_fn, False, 2)
+  _assert_same_training(est, plain)
+  _assert_same_training(dynamic, plain)
+  x, y = make_data(40)
+  metrics = [te.TPUEstimator(model_fn, config=e.config, use_tpu=True, train_batch_size=BATCH,
+                             eval_batch_size=BATCH).evaluate(dataset_input_fn(x, y, repeat=False))
+             for e in (est, plain)]
+  assert metrics[0]['global_step'] == 5
+  assert metrics[0].keys() == metrics[1].keys()
+  for name in metrics[1]:
+    np.testing.assert_allclose(metrics[0][name], metrics[1][name], rtol=1e-5, err_msg=name)
+
+
+def test_logical_cpu_replicas_with_per_replica_variables_stay_mirrored(tmp_path, caplog):
+  """Gradient accumulators have a copy per replica (synchronization ON_READ, as batch
+  normalization's moving statistics): one computation over central variables would share
+  them and apply every replica's sum twice.  xla=True says why once and trains as uncompiled."""
+  x, y = make_data(96)
+  model_fn = make_model_fn(tpu=True, cross_shard=True)
+  values = {}
+  for use_xla in (True, False):
+    config = te.RunConfig(model_dir=str(tmp_path / str(use_xla)), tf_random_seed=1,
+                          tpu_config=te.TPUConfig(iterations_per_loop=3, num_shards=2,
+                                                  xla=use_xla, gradient_accumulation_steps=2))
+    est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
+    spy = XlaRunSpy()
+    with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+      est.train(dataset_input_fn(x, y, drop_remainder=True), max_steps=4, hooks=[spy])
+    assert spy.whole_loop_runs == 0
+    values[use_xla] = est
+  reasons = [r.getMessage() for r in caplog.records if 'ON_READ' in r.getMessage()]
+  assert len(reasons) == 1 and 'kernel_accumulator' in reasons[0], reasons
+  _assert_same_training(values[True], values[False])
 
 
 def test_use_tpu_false_is_not_compiled(tmp_path):

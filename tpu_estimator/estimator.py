@@ -238,13 +238,14 @@ class Estimator:
   def _build_train(self, key, input_fn, listeners, checkpoint, compile_loop):
     with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
                                                                       host_input):
-      built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
-      if not checkpoint:
-        warm_starting.apply(self._warm_start)
-      _v1.summary.scalar('loss', built.loss)
-      saving.ensure_saver(self._config)
-      if checkpoint:
-        restoring.check_shapes(checkpoint)
+      with xla.central_build(plan.replicas):  # NotCompilable: built again, mirrored
+        built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
+        if not checkpoint:
+          warm_starting.apply(self._warm_start)
+        _v1.summary.scalar('loss', built.loss)
+        saving.ensure_saver(self._config)
+        if checkpoint:
+          restoring.check_shapes(checkpoint)
       entry = graph_cache.Entry(key, graph, built.scaffold, _TrainParts(
           plan, built, host_input, global_step))
       entry.reason = self._why_train_not_kept(graph, plan, built, host_input, listeners)

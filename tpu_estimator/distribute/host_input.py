@@ -75,7 +75,8 @@ class HostInput:
     self._tensors = None
     self._element_spec = None
     self.ungrouped = 'no group was asked for' if group is None else \
-        _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows)
+        _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows,
+                         input_mode)
     results = [check_result(r) for r in results]
     if self._splits_uneven():
       for result in results:
@@ -343,15 +344,23 @@ def _iterator(dataset, device):
 GROUP_BYTES = 256 << 20  # the most input one group of steps may hold (two are prefetched)
 
 
-def _why_not_grouped(results, num_replicas, group, uneven=False, rows=None):
+ONE_ELEMENT_A_STEP = (InputPipelineConfig.PER_HOST_V1, InputPipelineConfig.BROADCAST)
+
+
+def _why_not_grouped(results, num_replicas, group, uneven=False, rows=None,
+                     input_mode=InputPipelineConfig.PER_HOST_V1):
   """Why the input of a compiled loop cannot be read a group of steps at a time (None if it
-  can): one dataset for one replica whose elements are numeric tensors of static shapes, so
-  that every step of a group has the same shapes (a dataset batched with
-  drop_remainder=True), holding at most GROUP_BYTES per group.  `uneven` (evaluation,
-  prediction): the first axis of each tensor may vary (a short final batch: grouping.py); a
-  group's size is then reckoned with `rows` (params["batch_size"]) along it."""
-  if num_replicas != 1 or len(results) != 1 or not isinstance(results[0], tf.data.Dataset):
-    return 'input_fn must return one tf.data.Dataset for one replica'
+  can): one dataset whose elements are numeric tensors of static shapes, so that every step
+  of a group has the same shapes (a dataset batched with drop_remainder=True), holding at
+  most GROUP_BYTES per group, and one element a step (for several replicas, each step's
+  element is split over them, or given to all: PER_HOST_V1, BROADCAST).  `uneven`
+  (evaluation, prediction): the first axis of each tensor may vary (a short final batch:
+  grouping.py); a group's size is then reckoned with `rows` (params["batch_size"]) along it."""
+  if len(results) != 1 or not isinstance(results[0], tf.data.Dataset) or \
+      (num_replicas != 1 and input_mode not in ONE_ELEMENT_A_STEP):
+    return ('input_fn must return one tf.data.Dataset%s' %
+            (' whose elements are split over the replicas (per_host_input_for_training=True '
+             'or BROADCAST)' if num_replicas != 1 else ''))
   spec = results[0].element_spec
   if not _device_friendly(spec):
     return 'the dataset has elements other than numeric dense tensors'

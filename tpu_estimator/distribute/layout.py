@@ -182,13 +182,16 @@ class Sharded(OneDevice):
       params[BATCH_SIZE_KEY] = model_batch
     params['use_tpu'] = self.use_tpu
     loop = sharded and mode == ModeKeys.TRAIN
+    if sharded and mode != ModeKeys.TRAIN:
+      xla = xla_lib.collect_intent(config, mode, replicas, ipl, compile_loop)
+    else:
+      xla = xla_lib.intent(config, replicas, ipl, loop, compile_loop)
+      if xla_lib.groups_input(xla) and input_mode in host_input_lib.ONE_ELEMENT_A_STEP:
+        replicas = replicas.centralized()  # one computation runs every replica
     return Plan(mode=mode, replicas=replicas, sharded=sharded, loop=loop, ipl=ipl,
                 input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
                 model_params=params, allow_tpu_spec=self.allow_tpu_spec,
-                host_call_every_n=self.host_call_every_n, config=config,
-                xla=xla_lib.collect_intent(config, mode, replicas, ipl, compile_loop)
-                if sharded and mode != ModeKeys.TRAIN else
-                xla_lib.intent(config, replicas, ipl, loop, compile_loop))
+                host_call_every_n=self.host_call_every_n, config=config, xla=xla)
 
   def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one

@@ -42,18 +42,42 @@ class Replicas:
   master = ''
   given_strategy = False
   logical_gpus = None  # logical GPUs per card, when the cards are split (gpus.py)
+  central = False  # the variables on the first device only (`centralized`)
 
-  def __init__(self, devices, kind, logical_gpus=None, strategy=None):
+  def __init__(self, devices, kind, logical_gpus=None, strategy=None, central=False):
     self.devices = tuple(devices)
     self.kind = kind  # 'single', 'cpu', 'gpu' or 'multi_worker'
     self.logical_gpus = logical_gpus
     self.strategy = strategy  # the user's (of_strategy), else ours for several devices
     self.given_strategy = strategy is not None
-    if strategy is None and len(self.devices) > 1:
+    self.central = central
+    self.read_per_replica = []  # names of variables made ON_READ in `run` (`centralized`)
+    if central:  # the variables in one place, for one computation over every replica
+      self.strategy = _v1.distribute.experimental.CentralStorageStrategy(
+          compute_devices=list(self.devices), parameter_device=self.devices[0])
+    elif strategy is None and len(self.devices) > 1:
       # NCCL does not reduce between logical GPUs of one card: reduce on one device there.
       reduce = tf.distribute.ReductionToOneDevice() if logical_gpus else None
       self.strategy = tf.distribute.MirroredStrategy(devices=list(self.devices),
                                                      cross_device_ops=reduce)
+
+  @property
+  def one_computation(self):
+    """Whether one XLA computation can run every replica: logical CPU devices of this
+    process (ours, not a user's strategy), whose variables can then all live on the first
+    (`centralized`): XLA's CPU backend has no collectives, and a computation reaches only
+    its own device's variables."""
+    return self.kind == 'cpu' and not self.given_strategy and len(self.devices) > 1
+
+  def centralized(self):
+    """These replicas with their variables on the first device only (a CentralStorageStrategy
+    instead of mirrored copies), for a training loop compiled as one computation: each replica
+    still runs model_fn on its share of the batch, and the optimizer still averages their
+    gradients into one update.  Variables synchronized on read (a copy per replica, such as
+    batch normalization's moving statistics or gradient accumulators) would be one variable
+    shared by every replica here: `read_per_replica` names those `run` made, and the loop
+    is then built again on the usual replicas (`xla.central_build`)."""
+    return Replicas(self.devices, self.kind, central=True) if self.one_computation else self
 
   @property
   def num_replicas(self):
@@ -108,7 +132,8 @@ class Replicas:
     settings = keras_naming.thread_settings()
 
     def call(args):
-      with keras_naming.apply_settings(settings), _creators_in_init_scope():
+      with keras_naming.apply_settings(settings), self._watching_variables(), \
+          _creators_in_init_scope():
         return fn(*args)
 
     with self.strategy.scope(), \
@@ -117,6 +142,18 @@ class Replicas:
       out = self.strategy.extended.call_for_each_replica(
           tf.autograph.experimental.do_not_convert(call), args=(values,))
     return [_tf_internals.select_replica(i, out) for i in range(self.local_replicas)]
+
+  def _watching_variables(self):
+    """Where the replicas' variables are central: a scope noting those made ON_READ."""
+    if not self.central:
+      return contextlib.nullcontext()
+
+    def creator(next_creator, **kwargs):
+      if kwargs.get('synchronization') == tf.VariableSynchronization.ON_READ:
+        self.read_per_replica.append(kwargs.get('name'))
+      return next_creator(**kwargs)
+
+    return tf.variable_creator_scope(creator)
 
   def primary(self, variable):
     """The first replica's copy of a (possibly mirrored) variable."""

@@ -13,7 +13,9 @@ The decision is made in two steps and travels only in frozen values:
 
 With XLA on, `use_tpu=True` training is compiled in one of two ways:
 
-* **The whole loop** (`LOOP`, then `HostInput` grouping the input): one replica, input of
+* **The whole loop** (`LOOP`, then `HostInput` grouping the input): one replica, or logical
+  CPU replicas with their variables on the first device (`Replicas.centralized`; where that
+  cannot be built, `central_build` builds the call again on mirrored replicas), input of
   static shapes.  The loop's input is read before it and the loop with every step in it is
   one XLA computation (`compile_computation`, built by `device_loop.compiled_train_loop`): no
   TensorFlow op runs per step.  A host_call's tensors leave the computation, each step's
@@ -34,8 +36,8 @@ op types (a partly compiled step would cut the clusters around them and cost mor
 saves).
 
 `xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md,
-"XLA by default"): the whole loop is compiled, on one replica with static input shapes (with
-a host_call or not), for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an
+"XLA by default"): the whole loop is compiled, on one replica or logical CPU replicas with
+static input shapes (with a host_call or not), for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an
 earlier call with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`);
 anything else runs uncompiled, never the step alone.  Where the loop cannot be compiled (an op
 without an XLA kernel at build, a compilation error at its first run: `CompileFailed`) the call
@@ -56,6 +58,7 @@ compiles only an evaluation known to be long (`evaluate(steps=...)` of at least
 (a new batch shape compiles when it comes) builds it again uncompiled with one warning.
 Prediction is not compiled by default.
 """
+import contextlib
 import logging
 import threading
 import weakref
@@ -163,16 +166,18 @@ def intent(config, replicas, ipl, loop, compile_loop=True):
   """What XLA is to compile of one call (`Plan.xla`), decided with its plan, before model_fn
   and the input are seen (the built step may still fall back, see `whole_loop` and
   `step_compiles`).  `LOOP` (xla=True) or `AUTO` (xla=None): the training loop as a whole:
-  one replica on this machine (a computation runs on one device), a loop (`loop`) of a fixed
-  number of steps (`ipl`), and not refused (`compile_loop=False`: after `NotCompilable`, or
-  xla=None where it does not pay).  `STEP`: with xla=True, the step
-  alone, in any other training device loop, except across workers.  `OFF` otherwise
+  one replica on this machine (a computation runs on one device) or several logical CPU
+  devices of this process (`Replicas.one_computation`: the plan then keeps their variables
+  on the first, `Replicas.centralized`), a loop (`loop`) of a fixed number of steps (`ipl`),
+  and not refused (`compile_loop=False`: after `NotCompilable`, or xla=None where it does not
+  pay).  `STEP`: with xla=True, the step alone, in any other training device loop, except
+  across workers.  `OFF` otherwise
   (evaluation, prediction, use_tpu=False, xla=False)."""
   value = setting(config)
   if not loop or value is False:
     return OFF
-  whole = (compile_loop and replicas.num_replicas == 1 and ipl is not None and
-           ipl[0] == 'count')
+  whole = (compile_loop and (replicas.num_replicas == 1 or replicas.one_computation) and
+           ipl is not None and ipl[0] == 'count')
   if value is None:
     return AUTO if whole and replicas.kind != 'multi_worker' else OFF
   if replicas.kind == 'multi_worker':
@@ -253,9 +258,14 @@ def groups_input(plan_xla):
   return plan_xla in (LOOP, AUTO)
 
 
-def whole_loop(plan_xla, ungrouped):
+def whole_loop(plan_xla, ungrouped, central=False):
   """Whether a training loop planned with `plan_xla` is built as one computation: `LOOP` or
-  `AUTO`, unless its input could not be grouped (`ungrouped`: why, logged for `LOOP`)."""
+  `AUTO`, unless its input could not be grouped (`ungrouped`: why, logged for `LOOP`).
+  Replicas planned for one computation (`central`: `Replicas.centralized`) whose input cannot
+  be grouped raise `NotCompilable`: the call is built again on the replicas' usual
+  (mirrored) variables."""
+  if central and ungrouped and groups_input(plan_xla):
+    raise NotCompilable(ungrouped)
   if plan_xla == LOOP and ungrouped:
     log_step_only(ungrouped)
   elif plan_xla == AUTO and ungrouped:
@@ -362,6 +372,32 @@ def uncompilable(types, device_kind):
   _ensure_kernels_registered()
   jit_device = _JIT_DEVICE.get(device_kind, 'XLA_CPU_JIT')
   return sorted(t for t in types if t not in _IGNORED and not _has_kernel(t, jit_device))
+
+
+@contextlib.contextmanager
+def central_build(replicas):
+  """Around the building of a training graph on `replicas`: where they were planned for one
+  computation (`Replicas.centralized`), raises `NotCompilable` (the call is built again on
+  the usual mirrored replicas) when it cannot be built with the variables in one place (a
+  variable assigned per replica without an aggregation, as Keras 3's batch normalization
+  does; Keras 3 layers whose variables the saver then finds twice; an error of model_fn
+  itself comes again from the second build), and when model_fn made variables synchronized
+  on read, a copy per replica (batch normalization's moving statistics, gradient
+  accumulators), which central variables would share."""
+  if not replicas.central:
+    yield
+    return
+  try:
+    yield
+  except NotCompilable:
+    raise
+  except Exception as error:  # pylint: disable=broad-except
+    raise NotCompilable('model_fn cannot be built with the replicas\' variables in one place '
+                        '(%s)' % first_line(error)) from error
+  if replicas.read_per_replica:
+    raise NotCompilable('model_fn makes variables with a copy per replica (synchronization='
+                        'ON_READ: %s), which one computation over the replicas would share' %
+                        ', '.join(sorted(set(map(str, replicas.read_per_replica)))))
 
 
 def step_compiles(plan_xla, whole, graph, operations, replicas):
