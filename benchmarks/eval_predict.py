@@ -6,6 +6,7 @@ Small MLP (64-256-10), batch 128 for train/eval/predict, three configurations of
   tpu1   TPUEstimator(use_tpu=True), 1 shard, iterations_per_loop=100
   tpu1x  the same with TPUConfig(xla=True): evaluation/prediction loops compiled by XLA
   tpu2   TPUEstimator(use_tpu=True), 2 logical CPU shards, iterations_per_loop=100
+  tpu2x  the same with TPUConfig(xla=True): one computation over both replicas
   cpu    TPUEstimator(use_tpu=False)
 1. evaluate / predict examples/s on one checkpoint: a warm-up call, then R (default 5) rounds
    of calls over N1 and N2 examples: steady = examples between the first and last session.run
@@ -41,11 +42,13 @@ CONFIGS = {
     'tpu1': dict(use_tpu=True, num_shards=1),
     'tpu1x': dict(use_tpu=True, num_shards=1, xla=True),
     'tpu2': dict(use_tpu=True, num_shards=2),
+    'tpu2x': dict(use_tpu=True, num_shards=2, xla=True),
     'cpu': dict(use_tpu=False, num_shards=None),
 }
 LABELS = {'tpu1': 'ours use_tpu=True 1 shard ipl=100',
           'tpu1x': 'ours use_tpu=True 1 shard ipl=100 xla=True',
           'tpu2': 'ours use_tpu=True 2 shards ipl=100',
+          'tpu2x': 'ours use_tpu=True 2 shards ipl=100 xla=True',
           'cpu': 'ours use_tpu=False'}
 SPEC = M.SMALL
 

@@ -1,7 +1,8 @@
-"""TPUConfig(xla=...) for evaluation and prediction with use_tpu=True on one replica: the loop
-compiled as one computation gives the metrics and predictions of the uncompiled loop, the
-short final batch and a last group shorter than iterations_per_loop included; what cannot be
-compiled runs uncompiled with one warning; xla=None compiles only a long evaluation."""
+"""TPUConfig(xla=...) for evaluation and prediction with use_tpu=True on one replica (or logical
+CPU replicas): the loop compiled as one computation gives the metrics and predictions of the
+uncompiled loop, the short final batch and a last group shorter than iterations_per_loop
+included; what cannot be compiled runs uncompiled with one warning; xla=None compiles only a
+long evaluation."""
 import logging
 
 import numpy as np
@@ -156,12 +157,22 @@ def test_uncompilable_model_runs_uncompiled_with_one_warning(model_dir, caplog):
   _assert_same_predictions(out, _predict(model_dir, model_fn, False)[0])
 
 
-def test_two_replicas_run_uncompiled_with_a_warning_under_xla_true(model_dir, caplog):
+def test_logical_cpu_replicas_compile_evaluation_and_prediction(model_dir, caplog):
+  """Two logical CPU replicas run the loop as one computation, their variables on the first
+  device: the short final batch spread over them as uncompiled (6 rows: one replica gets
+  them all), the same metrics and predictions, quietly."""
+  model_fn = make_model_fn(tpu=True)
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
-    out, spy = _predict(model_dir, make_model_fn(tpu=True), True, shards=2)
-  warnings = _warnings(caplog)
-  assert len(warnings) == 1 and '2 replicas' in warnings[0], warnings
-  assert spy.compiled_runs == 0 and len(out) == ROWS
+    compiled, spy = _evaluate(model_dir, model_fn, True, shards=2)
+    out, predict_spy = _predict(model_dir, model_fn, True, shards=2)
+  assert not _warnings(caplog)
+  assert spy.compiled_runs == spy.whole_loop_runs == 3
+  assert predict_spy.compiled_runs == predict_spy.whole_loop_runs == 3
+  _assert_same_results(compiled, _evaluate(model_dir, model_fn, False, shards=2)[0])
+  np.testing.assert_allclose(compiled['mean_label'], make_data(ROWS, seed=1)[1].mean(),
+                             rtol=1e-6)
+  assert len(out) == ROWS
+  _assert_same_predictions(out, _predict(model_dir, model_fn, False, shards=2)[0])
 
 
 def test_default_compiles_only_a_long_evaluation(model_dir, caplog, monkeypatch):

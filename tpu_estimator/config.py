@@ -388,8 +388,7 @@ class TPUConfig(
   `'mixed_float16'` builds model_fn's computation in that dtype with float32 variables
   (precision.py).  `xla=True` compiles use_tpu=True training with XLA (the whole device
   loop on one replica or logical CPU replicas with static input shapes, else the step) and
-  the evaluation and
-  prediction loops on one replica, `False` does not, `None` (default) compiles the whole
+  the evaluation and prediction loops there, `False` does not, `None` (default) compiles the whole
   training loop, or an evaluation of at least `xla.AUTO_MIN_BATCHES` steps, where it applies
   and pays, and falls back to uncompiled loops where XLA cannot compile the model (see
   distribute/xla.py).

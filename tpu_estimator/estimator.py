@@ -401,8 +401,9 @@ class Estimator:
   def _build_eval(self, key, input_fn, steps, hooks, compile_loop=True):
     with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop) as (graph, plan, global_step,
                                                                      host_input):
-      built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
-      saving.ensure_saver(self._config)
+      with xla.central_build(plan.replicas):
+        built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
+        saving.ensure_saver(self._config)
       values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       parts = _Parts(plan.replicas, fetches=built.update, values=values,
@@ -546,11 +547,12 @@ class Estimator:
   def _build_predict(self, key, input_fn, predict_keys, hooks, compile_loop=True):
     with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,
                                                                         host_input):
-      built = steps_lib.build_predict(plan, self._model_fn, host_input)
-      fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
-      if built.batch_rows is not None:
-        fetches['batch_rows'] = built.batch_rows
-      saving.ensure_saver(self._config)
+      with xla.central_build(plan.replicas):
+        built = steps_lib.build_predict(plan, self._model_fn, host_input)
+        fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
+        if built.batch_rows is not None:
+          fetches['batch_rows'] = built.batch_rows
+        saving.ensure_saver(self._config)
       parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
                      else tf.math.count_nonzero(built.batch_rows),
                      compiled=built.compiled_loop)

@@ -186,8 +186,8 @@ class Sharded(OneDevice):
       xla = xla_lib.collect_intent(config, mode, replicas, ipl, compile_loop)
     else:
       xla = xla_lib.intent(config, replicas, ipl, loop, compile_loop)
-      if xla_lib.groups_input(xla) and input_mode in host_input_lib.ONE_ELEMENT_A_STEP:
-        replicas = replicas.centralized()  # one computation runs every replica
+    if xla_lib.groups_input(xla) and input_mode in host_input_lib.ONE_ELEMENT_A_STEP:
+      replicas = replicas.centralized()  # one computation runs every replica
     return Plan(mode=mode, replicas=replicas, sharded=sharded, loop=loop, ipl=ipl,
                 input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
                 model_params=params, allow_tpu_spec=self.allow_tpu_spec,

@@ -35,28 +35,29 @@ none (a `tf.py_function`, string ops, `tf.print`), nothing is compiled and a war
 op types (a partly compiled step would cut the clusters around them and cost more than it
 saves).
 
-`xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md,
-"XLA by default"): the whole loop is compiled, on one replica or logical CPU replicas with
-static input shapes (with a host_call or not), for a call of at least `AUTO_MIN_STEPS` steps or one that repeats an
-earlier call with the same `input_fn` whose graph was kept (later calls reuse it: `Auto`);
-anything else runs uncompiled, never the step alone.  Where the loop cannot be compiled (an op
-without an XLA kernel at build, a compilation error at its first run: `CompileFailed`) the call
-is built again uncompiled with one warning, and later calls of the estimator do not try again.
+`xla=None` (the default) is "where it applies and pays" (`AUTO`, docs/design-decisions.md, "XLA
+by default"): the whole loop is compiled, on one replica or logical CPU replicas with static
+input shapes (with a host_call or not), for a call of at least `AUTO_MIN_STEPS` steps or one
+that repeats an earlier call with the same `input_fn` whose graph was kept (later calls reuse
+it: `Auto`); anything else runs uncompiled, never the step alone. Where the loop cannot be
+compiled (an op without an XLA kernel at build, a compilation error at its first run:
+`CompileFailed`) the call is built again uncompiled with one warning, and later calls of the
+estimator do not try again.
 
-Evaluation and prediction with `use_tpu=True` on one replica (`collect_intent`) compile their
-loop as a whole the same way (`device_loop.compiled_collect_loop`): the input is read a group
-of batches of one shape at a time (grouping.py: the short final batch is a group of its own,
-never padded, so `model_fn` sees exactly the uncompiled loop's batches), `model_fn` runs per
-batch inside the computation, and each batch's outputs (the loss, the `eval_metrics` tensors,
-the predictions) leave it packed as bytes (packed.py) for the host to do what it does with
-the uncompiled loop's rows (`metric_fn` once over all rows, predictions per example).
-`xla=True` compiles them wherever it can; what it cannot compile (several replicas, a
-time-based iterations_per_loop, input of non-numeric or otherwise-varying shapes, an op without
-an XLA kernel, string outputs) runs uncompiled with one warning naming why.  `xla=None`
-compiles only an evaluation known to be long (`evaluate(steps=...)` of at least
-`AUTO_MIN_BATCHES`), where the compilation pays; a compilation failure at any of its runs
-(a new batch shape compiles when it comes) builds it again uncompiled with one warning.
-Prediction is not compiled by default.
+Evaluation and prediction with `use_tpu=True` on one replica or logical CPU replicas
+(`collect_intent`) compile their loop as a whole the same way
+(`device_loop.compiled_collect_loop`): the input is read a group of batches of one shape at a
+time (grouping.py: the short final batch is a group of its own, never padded, so `model_fn`
+sees exactly the uncompiled loop's batches), `model_fn` runs per batch inside the computation,
+and each batch's outputs (the loss, the `eval_metrics` tensors, the predictions) leave it
+packed as bytes (packed.py) for the host to do what it does with the uncompiled loop's rows
+(`metric_fn` once over all rows, predictions per example). `xla=True` compiles them wherever it
+can; what it cannot compile (several GPU replicas, a time-based iterations_per_loop, input of
+non-numeric or otherwise-varying shapes, an op without an XLA kernel, string outputs) runs
+uncompiled with one warning naming why. `xla=None` compiles only an evaluation known to be long
+(`evaluate(steps=...)` of at least `AUTO_MIN_BATCHES`), where the compilation pays; a
+compilation failure at any of its runs (a new batch shape compiles when it comes) builds it
+again uncompiled with one warning. Prediction is not compiled by default.
 """
 import contextlib
 import logging
@@ -193,13 +194,14 @@ _LOOP_NAMES = {'eval': 'evaluation', 'infer': 'prediction'}
 def collect_intent(config, mode, replicas, ipl, compile_loop=True):
   """What XLA is to compile of a use_tpu=True evaluation or prediction call (`Plan.xla`):
   `LOOP` (xla=True) or `AUTO` (xla=None, where `compile_loop`: it pays, `Auto`): its loop as
-  one computation, on one replica with a count-based iterations_per_loop; `OFF` otherwise
+  one computation, on one replica (or logical CPU replicas, `Replicas.one_computation`) with
+  a count-based iterations_per_loop; `OFF` otherwise
   (with a warning under xla=True, a debug line under xla=None).  Never the step alone."""
   value = setting(config)
   if value is False or (value is None and not compile_loop):
     return OFF
   reason = None
-  if replicas.num_replicas != 1:
+  if replicas.num_replicas != 1 and not replicas.one_computation:
     reason = ('it has %d replicas (a computation runs on one device)' %
               replicas.num_replicas)
   elif ipl is None or ipl[0] != 'count':
@@ -227,9 +229,12 @@ def log_uncompiled_loop(config, mode, reason, model=True):
 
 def whole_collect_loop(plan, ungrouped):
   """Whether the evaluation or prediction loop of `plan` is built as one computation: planned
-  so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not)."""
+  so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not; with central replicas
+  `NotCompilable`, as `whole_loop`)."""
   if plan.xla not in (LOOP, AUTO):
     return False
+  if plan.replicas.central and ungrouped:
+    raise NotCompilable(ungrouped)
   if ungrouped:
     log_uncompiled_loop(plan.config, plan.mode, ungrouped, model=False)
   return not ungrouped
