@@ -71,11 +71,11 @@ class Replicas:
 
   def centralized(self):
     """These replicas with their variables on the first device only (a CentralStorageStrategy
-    instead of mirrored copies), for a training loop compiled as one computation: each replica
-    still runs model_fn on its share of the batch, and the optimizer still averages their
-    gradients into one update.  Variables synchronized on read (a copy per replica, such as
+    instead of mirrored copies), for a loop compiled as one computation: each replica still
+    runs model_fn on its share of the batch, and in training the optimizer still averages
+    their gradients into one update.  Variables synchronized on read (a copy per replica, such as
     batch normalization's moving statistics or gradient accumulators) would be one variable
-    shared by every replica here: `read_per_replica` names those `run` made, and the loop
+    shared by every replica here: `read_per_replica` names those `run` made, and the call
     is then built again on the usual replicas (`xla.central_build`)."""
     return Replicas(self.devices, self.kind, central=True) if self.one_computation else self
 

@@ -381,7 +381,7 @@ def uncompilable(types, device_kind):
 
 @contextlib.contextmanager
 def central_build(replicas):
-  """Around the building of a training graph on `replicas`: where they were planned for one
+  """Around the building of a call's graph on `replicas`: where they were planned for one
   computation (`Replicas.centralized`), raises `NotCompilable` (the call is built again on
   the usual mirrored replicas) when it cannot be built with the variables in one place (a
   variable assigned per replica without an aggregation, as Keras 3's batch normalization
