@@ -143,7 +143,9 @@ class HostInput:
 
   def _full_batches_only(self, dataset):
     """The dataset up to its first short batch (which ends the input); a first batch of the
-    wrong size is an error, not an empty training run."""
+    wrong size is an error, not an empty training run.  A dataset whose batch axis is
+    statically params["batch_size"] (batched with drop_remainder=True) has only full batches:
+    it is returned as it is, with no per-element check on the host."""
     rows, shards = self._rows, self._n
 
     def check_first(index, element):
@@ -165,6 +167,8 @@ class HostInput:
             'input_fn batches must have params["batch_size"] rows to be split over the shards.',
             'Batch the dataset with params["batch_size"].', batch_rows=spec.shape[axis],
             params_batch_size=rows, num_shards=shards)
+      if known:
+        return dataset
       break
     return dataset.enumerate().map(check_first).take_while(self._is_full)
 
