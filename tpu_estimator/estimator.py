@@ -112,7 +112,9 @@ class Estimator:
     its cached read, which TensorFlow's hooks fetch, made before anything reads it), then the
     input.  Yields (graph, plan, global_step, host_input) inside the graph.  A training graph
     is built under `RunConfig.device_fn` or, in a parameter-server cluster, the device function
-    that puts its variables on the ps tasks, as the original built it."""
+    that puts its variables on the ps tasks, as the original built it.  Replicas planned for
+    one computation raise `xla.NotCompilable` where the call cannot be built so
+    (`xla.central_build`): it is built again on mirrored replicas."""
     with self._graph().as_default() as graph:
       plan = self._layout.plan(mode, self._config, compile_loop)
       device_fn = None
@@ -124,7 +126,8 @@ class Estimator:
         if mode == ModeKeys.TRAIN:
           saving.cache_global_step_read(global_step)
         host_input = self._layout.host_input(input_fn, plan)
-        yield graph, plan, global_step, host_input
+        with xla.central_build(plan.replicas, host_input.ungrouped):
+          yield graph, plan, global_step, host_input
 
   def _session(self, replicas, scaffold, hooks, xla_step=False, **kwargs):
     """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
@@ -238,14 +241,13 @@ class Estimator:
   def _build_train(self, key, input_fn, listeners, checkpoint, compile_loop):
     with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
                                                                       host_input):
-      with xla.central_build(plan.replicas):  # NotCompilable: built again, mirrored
-        built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
-        if not checkpoint:
-          warm_starting.apply(self._warm_start)
-        _v1.summary.scalar('loss', built.loss)
-        saving.ensure_saver(self._config)
-        if checkpoint:
-          restoring.check_shapes(checkpoint)
+      built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
+      if not checkpoint:
+        warm_starting.apply(self._warm_start)
+      _v1.summary.scalar('loss', built.loss)
+      saving.ensure_saver(self._config)
+      if checkpoint:
+        restoring.check_shapes(checkpoint)
       entry = graph_cache.Entry(key, graph, built.scaffold, _TrainParts(
           plan, built, host_input, global_step))
       entry.reason = self._why_train_not_kept(graph, plan, built, host_input, listeners)
@@ -401,9 +403,8 @@ class Estimator:
   def _build_eval(self, key, input_fn, steps, hooks, compile_loop=True):
     with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop) as (graph, plan, global_step,
                                                                      host_input):
-      with xla.central_build(plan.replicas):
-        built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
-        saving.ensure_saver(self._config)
+      built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
+      saving.ensure_saver(self._config)
       values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       parts = _Parts(plan.replicas, fetches=built.update, values=values,
@@ -547,12 +548,11 @@ class Estimator:
   def _build_predict(self, key, input_fn, predict_keys, hooks, compile_loop=True):
     with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,
                                                                         host_input):
-      with xla.central_build(plan.replicas):
-        built = steps_lib.build_predict(plan, self._model_fn, host_input)
-        fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
-        if built.batch_rows is not None:
-          fetches['batch_rows'] = built.batch_rows
-        saving.ensure_saver(self._config)
+      built = steps_lib.build_predict(plan, self._model_fn, host_input)
+      fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
+      if built.batch_rows is not None:
+        fetches['batch_rows'] = built.batch_rows
+      saving.ensure_saver(self._config)
       parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
                      else tf.math.count_nonzero(built.batch_rows),
                      compiled=built.compiled_loop)

@@ -206,7 +206,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         loss = tf.identity(loss)
     return loss
 
-  whole = xla.whole_loop(plan.xla, host_input.ungrouped, plan.replicas.central)
+  whole = xla.whole_loop(plan.xla, host_input.ungrouped)
   iterations, steps_run, loss, host = _loop(plan, host_input, run_step, replica_step,
                                             captured, whole)
   if host is not None:  # a compiled loop's host_call, run for each of its steps after it

@@ -15,7 +15,7 @@ With XLA on, `use_tpu=True` training is compiled in one of two ways:
 
 * **The whole loop** (`LOOP`, then `HostInput` grouping the input): one replica, or logical
   CPU replicas with their variables on the first device (`Replicas.centralized`; where that
-  cannot be built, `central_build` builds the call again on mirrored replicas), input of
+  cannot be built, `central_build` has the call built again on mirrored replicas), input of
   static shapes.  The loop's input is read before it and the loop with every step in it is
   one XLA computation (`compile_computation`, built by `device_loop.compiled_train_loop`): no
   TensorFlow op runs per step.  A host_call's tensors leave the computation, each step's
@@ -229,12 +229,9 @@ def log_uncompiled_loop(config, mode, reason, model=True):
 
 def whole_collect_loop(plan, ungrouped):
   """Whether the evaluation or prediction loop of `plan` is built as one computation: planned
-  so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not; with central replicas
-  `NotCompilable`, as `whole_loop`)."""
+  so (`LOOP`, `AUTO`) and its input grouped (`ungrouped`: why not)."""
   if plan.xla not in (LOOP, AUTO):
     return False
-  if plan.replicas.central and ungrouped:
-    raise NotCompilable(ungrouped)
   if ungrouped:
     log_uncompiled_loop(plan.config, plan.mode, ungrouped, model=False)
   return not ungrouped
@@ -263,14 +260,9 @@ def groups_input(plan_xla):
   return plan_xla in (LOOP, AUTO)
 
 
-def whole_loop(plan_xla, ungrouped, central=False):
+def whole_loop(plan_xla, ungrouped):
   """Whether a training loop planned with `plan_xla` is built as one computation: `LOOP` or
-  `AUTO`, unless its input could not be grouped (`ungrouped`: why, logged for `LOOP`).
-  Replicas planned for one computation (`central`: `Replicas.centralized`) whose input cannot
-  be grouped raise `NotCompilable`: the call is built again on the replicas' usual
-  (mirrored) variables."""
-  if central and ungrouped and groups_input(plan_xla):
-    raise NotCompilable(ungrouped)
+  `AUTO`, unless its input could not be grouped (`ungrouped`: why, logged for `LOOP`)."""
   if plan_xla == LOOP and ungrouped:
     log_step_only(ungrouped)
   elif plan_xla == AUTO and ungrouped:
@@ -380,18 +372,21 @@ def uncompilable(types, device_kind):
 
 
 @contextlib.contextmanager
-def central_build(replicas):
-  """Around the building of a call's graph on `replicas`: where they were planned for one
-  computation (`Replicas.centralized`), raises `NotCompilable` (the call is built again on
-  the usual mirrored replicas) when it cannot be built with the variables in one place (a
-  variable assigned per replica without an aggregation, as Keras 3's batch normalization
-  does; Keras 3 layers whose variables the saver then finds twice; an error of model_fn
-  itself comes again from the second build), and when model_fn made variables synchronized
-  on read, a copy per replica (batch normalization's moving statistics, gradient
-  accumulators), which central variables would share."""
+def central_build(replicas, ungrouped):
+  """Around the building of a call's graph on `replicas` (`Estimator._call_graph`): where
+  they were planned for one computation (`Replicas.centralized`), raises `NotCompilable` (the
+  call is built again on the usual mirrored replicas) when its input cannot be read a group
+  at a time (`ungrouped`: why, known before model_fn is called), when it cannot be built with
+  the variables in one place (a variable assigned per replica without an aggregation, as
+  Keras 3's batch normalization does; Keras 3 layers whose variables the saver then finds
+  twice; an error of model_fn itself comes again from the second build), and when model_fn
+  made variables synchronized on read, a copy per replica (batch normalization's moving
+  statistics, gradient accumulators), which central variables would share."""
   if not replicas.central:
     yield
     return
+  if ungrouped:
+    raise NotCompilable(ungrouped)
   try:
     yield
   except NotCompilable:
