@@ -10,9 +10,9 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = 'tpu_estimator'
-TOP_LEVEL = {'__init__', '__main__', '_tf_internals', 'quiet', 'errors', 'estimator', 'specs',
-             'config', 'export', 'inputs', 'training', 'experimental', 'cross_shard_optimizer',
-             'warm_starting'}
+TOP_LEVEL = {'__init__', '__main__', '_tf_internals', 'quiet', 'gc_freeze', 'errors', 'estimator',
+             'specs', 'config', 'export', 'inputs', 'training', 'experimental',
+             'cross_shard_optimizer', 'warm_starting'}
 TF_PRIVATE = ('tensorflow.python', 'tensorflow.core', 'tensorflow.compiler', 'tensorflow.tsl')
 MAX_FUNCTION_LINES = 60
 

@@ -95,6 +95,12 @@ class ExportSavedModelApiVersion:
   V2 = 2
 
 
+# Last: what the imports above left alive stays out of full garbage collections (gc_freeze.py).
+from tpu_estimator import gc_freeze as _gc_freeze  # pylint: disable=wrong-import-position
+
+_gc_freeze.freeze_imported()
+
+
 __all__ = [
     'BestExporter', 'EvalSpec', 'Exporter', 'FinalExporter', 'LatestExporter', 'TrainSpec',
     'train_and_evaluate', 'add_metrics',
