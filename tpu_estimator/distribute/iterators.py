@@ -12,7 +12,9 @@ So an iterator here is a few iterator resources (copies) behind one reader.  In 
 a call starts a copy that is idle, reads it through the reader (its handle fed to every run),
 and once the call is over releases it on a background thread: the copy is made anew over an
 empty dataset, which starts no autotuning, and the teardown's wait happens there.  The next
-call starts another copy, so no call waits for the previous one's teardown.  Three copies:
+call starts another copy, so no call waits for the previous one's teardown.  Starting and
+releasing go through the reader's handle too, one op each for every copy, so a session prepares
+their first runs once, not once per copy.  Three copies:
 a pipeline's period grows to about its lifetime, so a release can take about as long as the
 call that used it; a copy is needed again two calls after its release began.  A session used
 for one call only reads the first copy, as a plain iterator."""
@@ -21,8 +23,6 @@ import threading
 import weakref
 
 import tensorflow as tf
-
-from tpu_estimator import quiet
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -40,11 +40,8 @@ class Restartable:
     self.ops = [c.initializer for c in self._copies]  # what the hook runs (graph_cache checks)
     self.handle = None
     self._reader = first
+    self._start = self._release = None
     if copies > 1:
-      empty = dataset.take(0)
-      with quiet.internal_calls():  # make_initializer reads deprecated iterator properties
-        self._releases = [c.make_initializer(empty) for c in self._copies]
-      self.ops += self._releases
       self._handle_ops = [c.string_handle() for c in self._copies]
       iterator_op = self._handle_ops[0].op.inputs[0].op  # the first copy's IteratorV2
       with iterator_op.graph.colocate_with(iterator_op):  # the reader where the copies live
@@ -56,6 +53,15 @@ class Restartable:
         self._reader = _v1.data.Iterator(
             read, None, _v1.data.get_output_types(dataset), _v1.data.get_output_shapes(dataset),
             _v1.data.get_output_classes(dataset))
+        # One start and one release for every copy, the copy chosen by the handle fed: a
+        # session prepares each op's first run once (~7 ms for a small input), not per copy.
+        self._start = tf.raw_ops.MakeIterator(
+            dataset=tf.data.experimental.to_variant(dataset), iterator=read,
+            name='input_copy_start')
+        self._release = tf.raw_ops.MakeIterator(
+            dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=read,
+            name='input_copy_release')
+      self.ops += [self._start, self._release]
     self._session = None  # a weak reference to the kept session the state below is for
     self._handles = None
     self._threads = [None] * copies
@@ -88,7 +94,7 @@ class Restartable:
       self.release(session)
     self._current = self._idle_copy()
     self._unreleased = self._current
-    return self._copies[self._current].initializer, {self.handle: self._handles[self._current]}
+    return self._start, {self.handle: self._handles[self._current]}
 
   def _idle_copy(self):
     """The next copy after the current one whose release is over (waiting for the one whose
@@ -107,17 +113,18 @@ class Restartable:
     index, self._unreleased = self._unreleased, None
     if index is None:
       return
-    thread = threading.Thread(target=_quiet_run, args=(session, self._releases[index]),
+    thread = threading.Thread(target=_quiet_run,
+                              args=(session, self._release, {self.handle: self._handles[index]}),
                               name='tpu_estimator_input_release')
     thread.start()  # not a daemon: the interpreter's exit waits for it, then closes sessions
     self._threads[index] = thread
 
 
-def _quiet_run(session, op):
+def _quiet_run(session, op, feeds):
   """Runs `op`; a session closed meanwhile (or any failure) only means the copy is released
   when it is next started, as before."""
   try:
-    session.run(op)
+    session.run(op, feed_dict=feeds)
   except Exception as error:  # pylint: disable=broad-except
     _log.debug('Releasing an input copy in the background did not complete: %s', error)
 
@@ -139,7 +146,7 @@ class InputStartHook(_v1.train.SessionRunHook):
       op, feeds = iterator.start(session, kept)
       starts.append(op)
       self._feeds.update(feeds)
-    session.run(starts)
+    session.run(starts, feed_dict=self._feeds)
 
   def before_run(self, run_context):
     del run_context
