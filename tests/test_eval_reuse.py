@@ -4,6 +4,8 @@ weights seen after more training, a new graph whenever anything that shapes it c
 import gc
 import glob
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -297,3 +299,41 @@ def test_a_kept_graph_reads_its_input_while_the_previous_one_is_torn_down(tmp_pa
   while events.count('closed') < 1 and time.time() < deadline:
     time.sleep(0.1)
   assert 'closed' in events  # the first call's input was released, in the background
+
+
+def test_a_graph_built_for_one_call_returns_before_its_input_is_torn_down(tmp_path, data):
+  """A session not kept for later calls (here: hooks passed) is closed on a background thread
+  (iterators.ClosedInBackground): closing tears its input down, which can wait out tf.data's
+  autotuning period (0.15 s after a long evaluation).  The call returns its results first;
+  the input is still torn down."""
+  events = []
+  est = _estimator(tmp_path, None, h.make_model_fn())
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = _generator_input_fn(*data, events, teardown_seconds=2.0)
+  result = est.evaluate(eval_fn, steps=2, hooks=[v1.train.StepCounterHook()])
+  assert events == ['start']  # the generator (2 of 6 batches read) is still being closed
+  _assert_same(result, est.evaluate(h.dataset_input_fn(*data, repeat=False), steps=2))
+  deadline = time.time() + 30
+  while 'closed' not in events and time.time() < deadline:
+    time.sleep(0.1)
+  assert events == ['start', 'closed']
+
+
+def test_a_prediction_left_unread_lets_the_interpreter_exit(tmp_path):
+  """A prediction not read to the end leaves its session to `__del__`, which closes it in
+  place: at the interpreter's exit no thread can start, and one started then hung the exit."""
+  code = '\n'.join([
+      'import sys',
+      'sys.path.insert(0, %r)' % os.path.dirname(os.path.abspath(__file__)),
+      'import helpers as h, tpu_estimator as te',
+      'est = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, 4, '
+      'model_dir=%r), train_batch_size=16, eval_batch_size=16, predict_batch_size=16)'
+      % str(tmp_path),
+      'est.train(h.dataset_input_fn(*h.make_data(64)), steps=2)',
+      'predictions = est.predict(h.dataset_input_fn(*h.make_data(64), repeat=False),',
+      '                          hooks=[te.StepCounterHook()])',
+      'print(sorted(next(predictions)))'])
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                        timeout=240, check=False, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.strip()

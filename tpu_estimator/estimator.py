@@ -24,6 +24,7 @@ from tpu_estimator.core import steps as steps_lib
 from tpu_estimator.core import strategy_steps
 from tpu_estimator.distribute import gpus
 from tpu_estimator.distribute import input_fn as input_fn_lib
+from tpu_estimator.distribute import iterators
 from tpu_estimator.distribute import layout as layout_lib
 from tpu_estimator.distribute import replication
 from tpu_estimator.distribute import xla
@@ -129,12 +130,16 @@ class Estimator:
         with xla.central_build(plan.replicas, host_input.ungrouped):
           yield graph, plan, global_step, host_input
 
-  def _session(self, replicas, scaffold, hooks, xla_step=False, **kwargs):
+  def _session(self, replicas, scaffold, hooks, xla_step=False, background_close=False,
+               **kwargs):
     """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
 
     Across workers it does not recover from a lost peer by re-creating the session (that
     would wait for the dead worker for hours): the error ends the call.  `xla_step`: the
-    session compiles the training step with XLA (`TrainStep.compiles_step`)."""
+    session compiles the training step with XLA (`TrainStep.compiles_step`).
+    `background_close`: its raw session is closed on a thread once the call is done
+    (evaluation and prediction: `iterators.ClosedInBackground`); a training session, which
+    holds optimizer slots too, is closed before its call returns."""
     config = replicas.session_config(self._config.session_config, xla=xla_step)
     if replicas.kind == 'parameter_servers':  # recovers from lost tasks, for a bounded time
       return replicas.monitored_session(scaffold, hooks, config, **kwargs)
@@ -143,6 +148,8 @@ class Estimator:
                                                 master=replicas.master, config=config, **kwargs)
     creator = _v1.train.ChiefSessionCreator(scaffold=scaffold, master=replicas.master,
                                             config=config, **kwargs)
+    if background_close:
+      creator = iterators.ClosedInBackground(creator)
     with quiet.internal_calls():  # TensorFlow's restore code calls its deprecated helpers
       return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
 
@@ -491,7 +498,7 @@ class Estimator:
       with restoring.restore_errors(snapshot, checkpoint):
         if entry is not None and entry.reason is None:
           return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
-        return self._session(replicas, scaffold, hooks,
+        return self._session(replicas, scaffold, hooks, background_close=True,
                              checkpoint_filename_with_path=snapshot), checkpoint
 
     return pinning.with_latest_pinned(self._model_dir, checkpoint, explicit, what, restore)
@@ -572,7 +579,8 @@ class Estimator:
           session, _ = self._restored_session(parts.replicas, entry.scaffold, all_hooks,
                                               checkpoint, explicit, 'predict', entry)
         else:
-          session = self._session(parts.replicas, entry.scaffold, all_hooks)
+          session = self._session(parts.replicas, entry.scaffold, all_hooks,
+                                  background_close=True)
         with errors.runtime_checks_as_value_errors(), session:
           first = parts.compiled and not reused  # XLA compiles the loop at its first run
           while not session.should_stop():
