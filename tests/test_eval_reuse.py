@@ -302,10 +302,10 @@ def test_a_kept_graph_reads_its_input_while_the_previous_one_is_torn_down(tmp_pa
 
 
 def test_a_graph_built_for_one_call_returns_before_its_input_is_torn_down(tmp_path, data):
-  """A session not kept for later calls (here: hooks passed) is closed on a background thread
-  (iterators.ClosedInBackground): closing tears its input down, which can wait out tf.data's
-  autotuning period (0.15 s after a long evaluation).  The call returns its results first;
-  the input is still torn down."""
+  """An evaluation's session not kept for later calls (here: hooks passed) is closed on a
+  background thread (iterators.ClosedInBackground): closing tears its input down, which can
+  wait out tf.data's autotuning period (0.15 s after a long evaluation).  The call returns its
+  results first; the input is still torn down."""
   events = []
   est = _estimator(tmp_path, None, h.make_model_fn())
   est.train(h.dataset_input_fn(*data), steps=2)

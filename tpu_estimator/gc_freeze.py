@@ -22,11 +22,10 @@ ENV = 'TPU_ESTIMATOR_GC_FREEZE'
 _OFF = ('0', 'off', 'false', 'no')
 
 
-def freeze_imported(environ=None):
-  """Moves every object tracked now into the permanent generation, unless `ENV` says off in
-  `environ` (default `os.environ`).  Returns whether it did."""
-  environ = os.environ if environ is None else environ
-  if environ.get(ENV, '').strip().lower() in _OFF:
+def freeze_imported():
+  """Moves every object tracked now into the permanent generation, unless `ENV` says off.
+  Returns whether it did."""
+  if os.environ.get(ENV, '').strip().lower() in _OFF:
     return False
   gc.freeze()
   return True
