@@ -110,6 +110,15 @@ def test_user_session_config_is_kept_and_extended(fake_gpus):
   assert len(config.gpu_options.experimental.virtual_devices[0].memory_limit_mb) == 2
 
 
+def test_inference_on_gpus_keeps_graph_rewrites(fake_gpus):
+  """Only evaluation/prediction loops on CPU go without Grappler (measured there); on GPUs
+  its layout and fusion rewrites stay."""
+  fake_gpus(2)
+  for replicas in (replication.single_device(), replication.make_replicas(2)):
+    config = replicas.session_config(rewrites=False)
+    assert not config.graph_options.rewrite_options.disable_meta_optimizer
+
+
 def test_one_device_is_the_gpu_where_there_is_one(fake_gpus):
   assert replication.single_device().on_cpu == (not tf.config.list_physical_devices('GPU'))
   fake_gpus(1)

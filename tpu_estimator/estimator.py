@@ -130,17 +130,19 @@ class Estimator:
         with xla.central_build(plan.replicas, host_input.ungrouped):
           yield graph, plan, global_step, host_input
 
-  def _session(self, replicas, scaffold, hooks, xla_step=False, background_close=False,
-               **kwargs):
+  def _session(self, replicas, scaffold, hooks, xla_step=False, inference=False,
+               rewrites=True, **kwargs):
     """A MonitoredSession restoring `checkpoint_dir`/`checkpoint_filename_with_path`.
 
     Across workers it does not recover from a lost peer by re-creating the session (that
     would wait for the dead worker for hours): the error ends the call.  `xla_step`: the
     session compiles the training step with XLA (`TrainStep.compiles_step`).
-    `background_close`: its raw session is closed on a thread once the call is done
-    (evaluation and prediction: `iterators.ClosedInBackground`); a training session, which
-    holds optimizer slots too, is closed before its call returns."""
-    config = replicas.session_config(self._config.session_config, xla=xla_step)
+    `inference`: an evaluation's or prediction's session, its raw session closed on a thread
+    once the call is done (`iterators.ClosedInBackground`); a training session, which holds
+    optimizer slots too, is closed before its call returns.  `rewrites`: as
+    `Replicas.session_config`'s (`_graph_rewrites`)."""
+    config = replicas.session_config(self._config.session_config, xla=xla_step,
+                                     rewrites=rewrites)
     if replicas.kind == 'parameter_servers':  # recovers from lost tasks, for a bounded time
       return replicas.monitored_session(scaffold, hooks, config, **kwargs)
     if replicas.kind == 'multi_worker':
@@ -148,7 +150,7 @@ class Estimator:
                                                 master=replicas.master, config=config, **kwargs)
     creator = _v1.train.ChiefSessionCreator(scaffold=scaffold, master=replicas.master,
                                             config=config, **kwargs)
-    if background_close:
+    if inference:
       creator = iterators.ClosedInBackground(creator)
     with quiet.internal_calls():  # TensorFlow's restore code calls its deprecated helpers
       return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
@@ -414,7 +416,7 @@ class Estimator:
       saving.ensure_saver(self._config)
       values = dict(built.values)
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
-      parts = _Parts(plan.replicas, fetches=built.update, values=values,
+      parts = _Parts(plan.replicas, fetches=built.update, values=values, loop=plan.sharded,
                      compiled=built.compiled_loop)
       return self._entry(key, graph, built, host_input, hooks, parts,
                          [built.update] + list(values.values()))
@@ -498,7 +500,8 @@ class Estimator:
       with restoring.restore_errors(snapshot, checkpoint):
         if entry is not None and entry.reason is None:
           return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
-        return self._session(replicas, scaffold, hooks, background_close=True,
+        return self._session(replicas, scaffold, hooks, inference=True,
+                             rewrites=_graph_rewrites(entry),
                              checkpoint_filename_with_path=snapshot), checkpoint
 
     return pinning.with_latest_pinned(self._model_dir, checkpoint, explicit, what, restore)
@@ -507,7 +510,8 @@ class Estimator:
     """A MonitoredSession over `entry`'s session (created on its first call), `snapshot`
     restored into it; closing it leaves that session open for the next call (`xla_step`: as
     `_session`)."""
-    config = replicas.session_config(self._config.session_config, xla=xla_step)
+    config = replicas.session_config(self._config.session_config, xla=xla_step,
+                                     rewrites=_graph_rewrites(entry))
     creator = entry.creator(snapshot, replicas.master, config)
     with quiet.internal_calls():
       return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
@@ -562,7 +566,7 @@ class Estimator:
       saving.ensure_saver(self._config)
       parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
                      else tf.math.count_nonzero(built.batch_rows),
-                     compiled=built.compiled_loop)
+                     loop=plan.sharded, compiled=built.compiled_loop)
       return self._entry(key, graph, built, host_input, hooks, parts,
                          tf.nest.flatten(fetches) + tf.nest.flatten(parts.advance))
 
@@ -579,8 +583,8 @@ class Estimator:
           session, _ = self._restored_session(parts.replicas, entry.scaffold, all_hooks,
                                               checkpoint, explicit, 'predict', entry)
         else:
-          session = self._session(parts.replicas, entry.scaffold, all_hooks,
-                                  background_close=True)
+          session = self._session(parts.replicas, entry.scaffold, all_hooks, inference=True,
+                                  rewrites=_graph_rewrites(entry))
         with errors.runtime_checks_as_value_errors(), session:
           first = parts.compiled and not reused  # XLA compiles the loop at its first run
           while not session.should_stop():
@@ -687,14 +691,22 @@ class _Parts:
   its `replicas`, what each run fetches (`fetches`: evaluation's update op, prediction's
   predictions and batch rows), evaluation's final metric `values`, prediction's progress
   `advance`, and the graph's own hooks: the first call's (`first_hooks`, used once) and
-  `templates` copied fresh for later calls; `compiled`: the loop is one XLA computation."""
+  `templates` copied fresh for later calls; `loop`: its batches run in a device loop (a
+  sharded call); `compiled`: the loop is one XLA computation."""
   replicas: object
   fetches: object
   values: dict = None
   advance: object = None
   first_hooks: list = None
   templates: list = None
+  loop: bool = False
   compiled: bool = False
+
+
+def _graph_rewrites(entry):
+  """Whether the session of `entry` (a graph_cache.Entry, or None) runs Grappler's rewrites
+  (`Replicas.session_config`): all but an evaluation's or prediction's device loop."""
+  return entry is None or not getattr(entry.parts, 'loop', False)
 
 
 def _call_hooks(entry):

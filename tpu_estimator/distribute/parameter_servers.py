@@ -81,9 +81,9 @@ class ParameterServerReplicas(replication.Replicas):
   def master(self):
     return task_server(self.cluster).target
 
-  def session_config(self, base=None, xla=False):
+  def session_config(self, base=None, xla=False, rewrites=True):
     """`base`: the RunConfig's (its default in a cluster with ps tasks: device filters)."""
-    config = super().session_config(base, xla)
+    config = super().session_config(base, xla, rewrites)
     if not config.operation_timeout_in_ms:
       config.operation_timeout_in_ms = replication.DEFAULT_OPERATION_TIMEOUT_MS
     return config
