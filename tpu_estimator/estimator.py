@@ -4,6 +4,7 @@ where things run; the step builders (`steps`) say what one `session.run` compute
 import contextlib
 import copy
 import dataclasses
+import functools
 import os
 import tempfile
 
@@ -787,8 +788,22 @@ def _rows(batch):
         'Return predictions with the batch as first dimension, or predict with '
         'yield_single_examples=False.', batch_lengths=lengths)
   keys = list(batch)
-  for values in zip(*[list(batch[k]) for k in keys]):  # rows as numpy views, as v[i] gives
-    yield dict(zip(keys, values))
+  # Rows as numpy views (as v[i] gives), each example's dict built by one call of a function
+  # of the columns' rows: half the time of dict(zip(keys, values)) per example.
+  yield from map(_row_maker(len(keys))(*keys), *[batch[k] for k in keys])
+
+
+@functools.lru_cache(maxsize=None)
+def _row_maker(count):
+  """`make(*keys)` → a function of `count` values returning `{keys[i]: values[i]}` as one
+  dict display (the keys are arguments, never part of the generated source)."""
+  names = ['value%d' % i for i in range(count)]
+  source = 'def make(%s):\n  return lambda %s: {%s}\n' % (
+      ', '.join('key%d' % i for i in range(count)), ', '.join(names),
+      ', '.join('key%d: %s' % (i, name) for i, name in enumerate(names)))
+  namespace = {}
+  exec(source, namespace)  # pylint: disable=exec-used
+  return namespace['make']
 
 
 def _write_eval_summary(eval_dir, results, checkpoint):
