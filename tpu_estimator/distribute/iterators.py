@@ -9,12 +9,13 @@ a long training call).  The new call waited for it (docs/design-decisions.md, "S
 device loop").
 
 So an iterator here is a few iterator resources (copies) behind one reader.  In a kept session
-a call starts a copy that is idle, reads it through the reader (its handle fed to every run),
-and once the call is over releases it on a background thread: the copy is made anew over an
-empty dataset, which starts no autotuning, and the teardown's wait happens there.  The next
-call starts another copy, so no call waits for the previous one's teardown.  Starting and
-releasing go through the reader's handle too, one op each for every copy, so a session prepares
-their first runs once, not once per copy.  Three copies:
+a call starts a copy that is idle, reads it through the reader (its handle held in a string
+variable that the start sets: a handle fed to every run cost ~80 us a run, a quarter of a small
+model's one-step run), and once the call is over releases it on a background thread: the copy
+is made anew over an empty dataset, which starts no autotuning, and the teardown's wait happens
+there.  The next call starts another copy, so no call waits for the previous one's teardown.
+Starting and releasing take the copy's handle fed, one op each for every copy, so a session
+prepares their first runs once, not once per copy.  Three copies:
 a pipeline's period grows to about its lifetime, so a release can take about as long as the
 call that used it; a copy is needed again two calls after its release began.  A session used
 for one call only reads the first copy, as a plain iterator; an evaluation's or prediction's
@@ -41,30 +42,45 @@ class Restartable:
     self._copies = [_v1.data.make_initializable_iterator(dataset) for _ in range(copies)]
     first = self._copies[0]
     self.ops = [c.initializer for c in self._copies]  # what the hook runs (graph_cache checks)
-    self.handle = None
+    self._fed = None
     self._reader = first
+    self._initializer = first.initializer
     self._start = self._release = None
     if copies > 1:
       self._handle_ops = [c.string_handle() for c in self._copies]
       iterator_op = self._handle_ops[0].op.inputs[0].op  # the first copy's IteratorV2
-      with iterator_op.graph.colocate_with(iterator_op):  # the reader where the copies live
-        self.handle = _v1.placeholder_with_default(self._handle_ops[0], [],
-                                                   name='input_copy_handle')
+      graph = iterator_op.graph
+      with graph.colocate_with(iterator_op):  # the reader where the copies live
+        types, shapes = iterator_op.get_attr('output_types'), iterator_op.get_attr('output_shapes')
+        # The copy the reader reads: a string variable of no collection (never saved, never
+        # in a readiness check), set by the start (raw ops: no strategy mirrors it).
+        name = graph.unique_name('input_copy_current')
+        current = tf.raw_ops.VarHandleOp(dtype=tf.string, shape=[], shared_name=name,
+                                         name=name)
         read = tf.raw_ops.IteratorFromStringHandleV2(
-            string_handle=self.handle, output_types=iterator_op.get_attr('output_types'),
-            output_shapes=iterator_op.get_attr('output_shapes'))
+            string_handle=tf.raw_ops.ReadVariableOp(resource=current, dtype=tf.string),
+            output_types=types, output_shapes=shapes)
         self._reader = _v1.data.Iterator(
             read, None, _v1.data.get_output_types(dataset), _v1.data.get_output_shapes(dataset),
             _v1.data.get_output_classes(dataset))
+        self._initializer = tf.group(
+            first.initializer,
+            tf.raw_ops.AssignVariableOp(resource=current, value=self._handle_ops[0]),
+            name='input_copy_first')
         # One start and one release for every copy, the copy chosen by the handle fed: a
         # session prepares each op's first run once (~7 ms for a small input), not per copy.
-        self._start = tf.raw_ops.MakeIterator(
-            dataset=tf.data.experimental.to_variant(dataset), iterator=read,
+        self._fed = _v1.placeholder(tf.string, [], name='input_copy_handle')
+        fed_copy = tf.raw_ops.IteratorFromStringHandleV2(
+            string_handle=self._fed, output_types=types, output_shapes=shapes)
+        self._start = tf.group(
+            tf.raw_ops.MakeIterator(dataset=tf.data.experimental.to_variant(dataset),
+                                    iterator=fed_copy),
+            tf.raw_ops.AssignVariableOp(resource=current, value=self._fed),
             name='input_copy_start')
         self._release = tf.raw_ops.MakeIterator(
-            dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=read,
+            dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=fed_copy,
             name='input_copy_release')
-      self.ops += [self._start, self._release]
+      self.ops += [self._initializer, self._start, self._release]
     self._session = None  # a weak reference to the kept session the state below is for
     self._handles = None
     self._threads = [None] * copies
@@ -73,9 +89,8 @@ class Restartable:
 
   @property
   def initializer(self):
-    """Starts the first copy, the one the reader reads unless told otherwise (a session used
-    for one call)."""
-    return self._copies[0].initializer
+    """Starts the first copy and has the reader read it (a session used for one call)."""
+    return self._initializer
 
   def get_next(self):
     return self._reader.get_next()
@@ -84,9 +99,9 @@ class Restartable:
     return self._reader.get_next_as_optional()
 
   def start(self, session, kept):
-    """The op that starts this call's input in `session`, and {handle: value} to feed to the
-    call's runs.  `kept`: the session serves later calls (rotate over the copies)."""
-    if self.handle is None or not kept:
+    """The op that starts this call's input in `session` and points the reader at it, and
+    what to feed it.  `kept`: the session serves later calls (rotate over the copies)."""
+    if self._fed is None or not kept:
       return self.initializer, {}
     if self._session is None or self._session() is not session:
       self._session = weakref.ref(session)
@@ -97,7 +112,7 @@ class Restartable:
       self.release(session)
     self._current = self._idle_copy()
     self._unreleased = self._current
-    return self._start, {self.handle: self._handles[self._current]}
+    return self._start, {self._fed: self._handles[self._current]}
 
   def _idle_copy(self):
     """The next copy after the current one whose release is over (waiting for the one whose
@@ -117,7 +132,7 @@ class Restartable:
     if index is None:
       return
     thread = threading.Thread(target=_quiet_run,
-                              args=(session, self._release, {self.handle: self._handles[index]}),
+                              args=(session, self._release, {self._fed: self._handles[index]}),
                               name='tpu_estimator_input_release')
     thread.start()  # not a daemon: the interpreter's exit waits for it, then closes sessions
     self._threads[index] = thread
@@ -133,29 +148,22 @@ def _quiet_run(session, op, feeds):
 
 
 class InputStartHook(_v1.train.SessionRunHook):
-  """Starts the input iterators once the session exists (at every call), feeds each run the
-  handles of the copies it reads, and releases them when the call ends."""
+  """Starts the input iterators once the session exists (at every call), pointing their
+  readers at the copies started, and releases those when the call ends."""
 
   def __init__(self, iterators):
     self._iterators = list(iterators)
     self._ops = [op for it in self._iterators for op in it.ops]  # graph_cache reads these
-    self._feeds = {}
 
   def after_create_session(self, session, coord):
     del coord
     kept = getattr(session, 'kept_across_calls', False)
-    starts, self._feeds = [], {}
+    starts, feeds = [], {}
     for iterator in self._iterators:
-      op, feeds = iterator.start(session, kept)
+      op, feed = iterator.start(session, kept)
       starts.append(op)
-      self._feeds.update(feeds)
-    session.run(starts, feed_dict=self._feeds)
-
-  def before_run(self, run_context):
-    del run_context
-    if self._feeds:
-      return _v1.train.SessionRunArgs(fetches=[], feed_dict=self._feeds)
-    return None
+      feeds.update(feed)
+    session.run(starts, feed_dict=feeds)
 
   def end(self, session):
     for iterator in self._iterators:
