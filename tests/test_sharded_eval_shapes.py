@@ -242,3 +242,35 @@ def test_sharded_predict_with_none_labels_keeps_every_row(tmp_path, labels_none)
   got = np.array([row['logits'] for row in est.predict(input_fn)])
   kernel = np.linspace(-1, 1, SEQ * 2).reshape(SEQ, 2)
   np.testing.assert_allclose(got, tokens.astype(np.float64) @ kernel, rtol=1e-5, atol=1e-5)
+
+
+def _sliced_model_fn(features, labels, mode, params):
+  """Predictions of a slice of the tokens whose width is static (`params['static']`) or known
+  only at run time (a variable's value), and of a static [batch, 1] sum."""
+  del labels
+  tokens = tf.cast(features['tokens'], tf.float32)
+  width = v1.get_variable('width', dtype=tf.int32, initializer=SEQ // 2,
+                          trainable=False)  # read at run time
+  width = SEQ // 2 if params['static'] else width.read_value()
+  return te.TPUEstimatorSpec(mode, predictions={
+      'head': tokens[:, :width], 'total': tf.reduce_sum(tokens, axis=1, keepdims=True)})
+
+
+@pytest.mark.parametrize('static', [True, False])
+def test_sharded_predict_rows_with_static_or_unknown_inner_shapes(tmp_path, static):
+  """The loop's outputs come back whole whether their shapes past the first axis are static
+  (taken out of the loop's queue at once, the short steps padded and the padding dropped) or
+  not (drained step by step): 21 rows in batches of 8 over 2 shards, with a short final batch
+  one replica gets no rows of, and two batches per run."""
+  tokens = _lm_data(21)['tokens']
+
+  def input_fn(params):
+    return tf.data.Dataset.from_tensor_slices({'tokens': tokens}).batch(params['batch_size'])
+
+  est = te.TPUEstimator(_sliced_model_fn, params={'static': static}, config=te.RunConfig(
+      model_dir=str(tmp_path), tpu_config=te.TPUConfig(num_shards=2, iterations_per_loop=2)),
+      train_batch_size=8, predict_batch_size=8)
+  rows = list(est.predict(input_fn))
+  assert len(rows) == 21
+  np.testing.assert_allclose([r['head'] for r in rows], tokens[:, :SEQ // 2])
+  np.testing.assert_allclose([r['total'] for r in rows], tokens.sum(axis=1, keepdims=True))

@@ -161,9 +161,15 @@ def collect_loop(iterations, step):
 
   `step()` → (has_value, outputs): `outputs` a nest of tensors of rank >= 1 whose first axis
   is rows.  The loop stops early once `has_value` is False (that last step's outputs, with no
-  rows, are gathered too).  Each step's outputs go to a host queue; after the loop a second
-  loop drains it into TensorArrays, so the result is every leaf concatenated along axis 0 over
-  the steps run, however many rows each step had.  Returns (outputs, steps_run, more_input).
+  rows, are gathered too).  Each step's outputs go to a host queue, and after the loop they
+  are taken out at once: every leaf concatenated along axis 0 over the steps run, however many
+  rows each step had.  Returns (outputs, steps_run, more_input).
+
+  Where every leaf's shape past its first axis is static, the queue pads (one
+  `dequeue_many`, each step's rows recorded for leaves whose first axis is not static, the
+  padding then dropped); otherwise a second loop drains it step by step into TensorArrays.
+  Without the second loop each step runs ~50 ops fewer (of ~170 in the small MLP's
+  evaluation, the model's included).
   """
   iterations = tf.maximum(tf.cast(iterations, tf.int64), 1)
   state = {}
@@ -176,18 +182,55 @@ def collect_loop(iterations, step):
     has_value, outputs = step()
     flat = [tf.convert_to_tensor(t) for t in tf.nest.flatten(outputs)]
     if 'queue' not in state:
-      with tf.init_scope():
-        state['queue'] = tf.queue.FIFOQueue(-1, [t.dtype for t in flat])
-        # Empty again when the run ends: a graph kept across calls may hold it (graph_cache).
-        tf.compat.v1.add_to_collection(DRAINED_QUEUES, state['queue'].queue_ref.op.name)
       state['structure'] = outputs
       state['specs'] = [(t.dtype, t.shape[1:]) for t in flat]
+      state['padded'] = all(t.shape.rank is not None and t.shape[1:].is_fully_defined()
+                            for t in flat)
+      state['sized'] = [i for i, t in enumerate(flat)  # (a v1 shape's dims are Dimensions)
+                        if tf.compat.dimension_value(t.shape[0]) is None]
+      with tf.init_scope():
+        if state['padded']:
+          dtypes = [t.dtype for t in flat] + [tf.int32]
+          shapes = [tf.TensorShape([None]).concatenate(inner) for _, inner in state['specs']]
+          shapes.append(tf.TensorShape([len(state['sized'])]))
+          state['queue'] = tf.queue.PaddingFIFOQueue(-1, dtypes, shapes)
+        else:
+          state['queue'] = tf.queue.FIFOQueue(-1, [t.dtype for t in flat])
+        # Empty again when the run ends: a graph kept across calls may hold it (graph_cache).
+        tf.compat.v1.add_to_collection(DRAINED_QUEUES, state['queue'].queue_ref.op.name)
+    if state['padded']:
+      sizes = [tf.shape(flat[index])[:1] for index in state['sized']]
+      flat = flat + [tf.concat(sizes, 0) if sizes else tf.zeros([0], tf.int32)]
     enqueue = state['queue'].enqueue(flat)
     with tf.control_dependencies([enqueue]):
       return i + 1, tf.identity(has_value)
 
   steps_run, more = tf.while_loop(cond, body, (tf.constant(0, tf.int64), tf.constant(True)),
                                   parallel_iterations=1)
+  flat = _dequeue_padded(state, steps_run) if state['padded'] else _drain(state, steps_run)
+  return tf.nest.pack_sequence_as(state['structure'], flat), steps_run, more
+
+
+def _dequeue_padded(state, steps_run):
+  """`steps_run` elements of the padding queue, each leaf's steps concatenated with the
+  padding dropped."""
+  items = state['queue'].dequeue_many(tf.cast(steps_run, tf.int32))
+  items = items if isinstance(items, (list, tuple)) else [items]
+  *padded, sizes = items
+  size_of = dict(zip(state['sized'], range(len(state['sized']))))
+  flat = []
+  for index, tensor in enumerate(padded):
+    if index not in size_of:  # a static first axis: no step was padded
+      flat.append(tf.reshape(tensor, tf.concat([[-1], tf.shape(tensor)[2:]], 0)))
+      continue
+    longest = tf.shape(tensor)[1]
+    rows = tf.range(longest)[tf.newaxis, :] < sizes[:, size_of[index]][:, tf.newaxis]
+    flat.append(tf.boolean_mask(tensor, rows))
+  return flat
+
+
+def _drain(state, steps_run):
+  """`steps_run` elements of the queue, one at a time into TensorArrays, concatenated."""
   arrays = tuple(tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False,
                                 element_shape=tf.TensorShape([None]).concatenate(inner))
                  for dtype, inner in state['specs'])
@@ -203,5 +246,4 @@ def collect_loop(iterations, step):
 
   drained = tf.while_loop(drain_cond, drain_body, (tf.constant(0),) + arrays,
                           parallel_iterations=1)
-  flat = [array.concat() for array in drained[1:]]
-  return tf.nest.pack_sequence_as(state['structure'], flat), steps_run, more
+  return [array.concat() for array in drained[1:]]
