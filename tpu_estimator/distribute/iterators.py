@@ -18,9 +18,9 @@ Starting and releasing take the copy's handle fed, one op each for every copy, s
 prepares their first runs once, not once per copy.  Three copies:
 a pipeline's period grows to about its lifetime, so a release can take about as long as the
 call that used it; a copy is needed again two calls after its release began.  A session used
-for one call only reads the first copy, as a plain iterator; an evaluation's or prediction's
-is closed on a background thread (`ClosedInBackground`): closing tears its pipelines down,
-with the same wait."""
+for one call only reads the first copy, started and set as the reader's in one run; an
+evaluation's or prediction's is closed on a background thread (`ClosedInBackground`): closing
+tears its pipelines down, with the same wait."""
 
 import sys
 import threading
@@ -41,7 +41,6 @@ class Restartable:
   def __init__(self, dataset, copies=COPIES):
     self._copies = [_v1.data.make_initializable_iterator(dataset) for _ in range(copies)]
     first = self._copies[0]
-    self.ops = [c.initializer for c in self._copies]  # what the hook runs (graph_cache checks)
     self._fed = None
     self._reader = first
     self._initializer = first.initializer
@@ -80,7 +79,9 @@ class Restartable:
         self._release = tf.raw_ops.MakeIterator(
             dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=fed_copy,
             name='input_copy_release')
-      self.ops += [self._initializer, self._start, self._release]
+    # What the hook may run (graph_cache checks them): the other copies' own initializers never.
+    self.ops = [self._initializer] if self._fed is None else [
+        self._initializer, self._start, self._release]
     self._session = None  # a weak reference to the kept session the state below is for
     self._handles = None
     self._threads = [None] * copies
