@@ -396,10 +396,11 @@ def build_eval(plan, model_fn, host_input, num_steps):
   metrics = {}
   if spec.eval_metrics is not None:
     metrics = specs.call_metric_fn(spec.eval_metrics[0], tensors)
-  counted = tf.math.count_nonzero(rows > 0, dtype=tf.int64)
   # The mean over the batches that had rows.  (Weights of dynamic shape would make
   # metrics.mean build a conditional shape assertion: functions to trace and instantiate.)
-  loss_metric = _v1.metrics.mean(tf.boolean_mask(losses, rows > 0))
+  batch_losses = tf.gather_nd(losses, tf.where(rows > 0))
+  counted = tf.size(batch_losses, out_type=tf.int64)
+  loss_metric = _v1.metrics.mean(batch_losses)
   update, values = finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
   return EvalStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],

@@ -199,8 +199,7 @@ def collect_loop(iterations, step):
         # Empty again when the run ends: a graph kept across calls may hold it (graph_cache).
         tf.compat.v1.add_to_collection(DRAINED_QUEUES, state['queue'].queue_ref.op.name)
     if state['padded']:
-      sizes = [tf.shape(flat[index])[:1] for index in state['sized']]
-      flat = flat + [tf.concat(sizes, 0) if sizes else tf.zeros([0], tf.int32)]
+      flat = flat + [_first_axes([flat[index] for index in state['sized']])]
     enqueue = state['queue'].enqueue(flat)
     with tf.control_dependencies([enqueue]):
       return i + 1, tf.identity(has_value)
@@ -211,21 +210,38 @@ def collect_loop(iterations, step):
   return tf.nest.pack_sequence_as(state['structure'], flat), steps_run, more
 
 
+def _first_axes(tensors):
+  """The first-axis lengths of `tensors` (int32, [len(tensors)]), in few ops: every first
+  evaluation and prediction builds this graph."""
+  if not tensors:
+    return tf.zeros([0], tf.int32)
+  if len(tensors) == 1:
+    return tf.slice(tf.shape(tensors[0]), [0], [1])
+  shapes = [tf.shape(tensor) for tensor in tensors]  # (ShapeN takes one dtype)
+  starts, start = [], 0
+  for tensor in tensors:  # the padded queue's leaves all have a static rank
+    starts.append(start)
+    start += tensor.shape.rank
+  return tf.gather(tf.concat(shapes, 0), starts)
+
+
 def _dequeue_padded(state, steps_run):
   """`steps_run` elements of the padding queue, each leaf's steps concatenated with the
   padding dropped."""
   items = state['queue'].dequeue_many(tf.cast(steps_run, tf.int32))
   items = items if isinstance(items, (list, tuple)) else [items]
   *padded, sizes = items
-  size_of = dict(zip(state['sized'], range(len(state['sized']))))
+  sized = state['sized']
+  columns = tf.unstack(sizes, num=len(sized), axis=1) if sized else []
+  column_of = dict(zip(sized, columns))
   flat = []
-  for index, tensor in enumerate(padded):
-    if index not in size_of:  # a static first axis: no step was padded
-      flat.append(tf.reshape(tensor, tf.concat([[-1], tf.shape(tensor)[2:]], 0)))
+  for index, (tensor, (_, inner)) in enumerate(zip(padded, state['specs'])):
+    if index not in column_of:  # a static first axis: no step was padded
+      flat.append(tf.reshape(tensor, [-1] + inner.as_list()))
       continue
-    longest = tf.shape(tensor)[1]
-    rows = tf.range(longest)[tf.newaxis, :] < sizes[:, size_of[index]][:, tf.newaxis]
-    flat.append(tf.boolean_mask(tensor, rows))
+    longest = tf.gather(tf.shape(tensor), 1)
+    rows = tf.expand_dims(tf.range(longest), 0) < tf.expand_dims(column_of[index], 1)
+    flat.append(tf.gather_nd(tensor, tf.where(rows)))
   return flat
 
 

@@ -44,8 +44,10 @@ def total_rows(rows):
 
 def real_rows(outputs, rows):
   """Each replica's outputs cut to its real rows (stand-in rows dropped)."""
-  return [tf.nest.map_structure(lambda t, r=r: t[:tf.cast(r, tf.int32)], out)
-          for out, r in zip(outputs, rows)]
+  cut = _first_rows()
+  ends = [tf.reshape(tf.cast(r, tf.int32), [1]) for r in rows]
+  return [tf.nest.map_structure(lambda t, end=end: cut(t, end), out)
+          for out, end in zip(outputs, ends)]
 
 
 def real_replicas(outputs, rows):
@@ -54,11 +56,22 @@ def real_replicas(outputs, rows):
   (host_input.py), so for batch-major tensors this equals `real_rows`; tensors whose first axis
   is not the batch (BERT's masked-LM tensors, [batch * max_predictions_per_seq]) are kept
   whole, as the original concatenated each `eval_metrics` tensor over shards along axis 0."""
-  def keep(tensor, real):
-    size = tf.shape(tensor, out_type=tf.int64)[0]
-    return tensor[:tf.cast(tf.where(real > 0, size, 0), tf.int32)]
-  return [tf.nest.map_structure(lambda t, r=r: keep(t, tf.cast(r, tf.int64)), out)
-          for out, r in zip(outputs, rows)]
+  cut = _first_rows()
+  # A slice's end past the first axis is clamped to its length.
+  ends = [tf.where(tf.reshape(r, [1]) > 0, [_WHOLE], [0]) for r in rows]
+  return [tf.nest.map_structure(lambda t, end=end: cut(t, end), out)
+          for out, end in zip(outputs, ends)]
+
+
+_WHOLE = 2 ** 31 - 1
+
+
+def _first_rows():
+  """`cut(tensor, end)`: `tensor`'s first `end` rows (`end` a [1] int32 tensor).  One op a
+  tensor, where `tensor[:n]` builds seven: these graphs are built at every first call, and
+  their build time is most of a short evaluation's."""
+  begin, strides = tf.constant([0]), tf.constant([1])
+  return lambda tensor, end: tf.strided_slice(tensor, begin, end, strides)
 
 
 def concat_replicas(outputs):
@@ -90,6 +103,7 @@ def checked_predictions(predictions, rows):
          'tf.reshape(x, [tf.shape(x)[0], -1]) rather than tf.reshape(x, [-1]).')
   named = predictions if isinstance(predictions, dict) else {None: predictions}
   checks = []
+  fed = tf.cast(rows, tf.int32)  # int32 data only: one Assert op, no conditional around it
   for key, tensor in named.items():
     what = 'predictions' if key is None else 'predictions[%r]' % (key,)
     if tensor.shape.rank == 0:
@@ -105,11 +119,11 @@ def checked_predictions(predictions, rows):
           'Batch length of predictions should be the same for every key: `%s` has %d rows '
           'but the shard was fed %d.' % (what, tensor.shape[0], rows_known), fix,
           **{what: tensor})
+    length = tf.gather(tf.shape(tensor), 0)
     checks.append(tf.debugging.Assert(
-        tf.equal(tf.cast(tf.shape(tensor)[0], tf.int64), tf.cast(rows, tf.int64)),
+        tf.equal(length, fed),
         ['Batch length of predictions should be the same for every key: `%s` has' % what,
-         tf.shape(tensor)[0], 'rows but the shard was fed',
-         tf.cast(rows, tf.int32),  # int32 data only: one Assert op, no conditional around it
+         length, 'rows but the shard was fed', fed,
          'rows (with use_tpu=True each shard\'s predictions are split into examples along the '
          'first axis). ' + fix],
         summarize=3))
