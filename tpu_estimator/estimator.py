@@ -16,6 +16,7 @@ from tpu_estimator.checkpoints import lock as model_dir_lock
 from tpu_estimator.checkpoints import pinning
 from tpu_estimator.checkpoints import restoring
 from tpu_estimator.checkpoints import saving
+from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.config import RunConfig
 from tpu_estimator.config import TPURunConfig
 from tpu_estimator.core import graph_cache
@@ -149,8 +150,8 @@ class Estimator:
     if replicas.kind == 'multi_worker':
       return _v1.train.SingularMonitoredSession(hooks=hooks, scaffold=scaffold,
                                                 master=replicas.master, config=config, **kwargs)
-    creator = _v1.train.ChiefSessionCreator(scaffold=scaffold, master=replicas.master,
-                                            config=config, **kwargs)
+    creator = scaffolds.WithReadyChecks(_v1.train.ChiefSessionCreator(
+        scaffold=scaffold, master=replicas.master, config=config, **kwargs), scaffold)
     if inference:
       creator = iterators.ClosedInBackground(creator)
     with quiet.internal_calls():  # TensorFlow's restore code calls its deprecated helpers

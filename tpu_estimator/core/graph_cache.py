@@ -33,6 +33,7 @@ import weakref
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.distribute import device_loop
 
 _v1 = tf.compat.v1
@@ -235,6 +236,8 @@ class _Creator(_v1.train.SessionCreator):
   def _open(self):
     """(the entry's session, created now if it had none; whether it was)."""
     entry = self._entry
+    with entry.graph.as_default():
+      scaffolds.add_ready_checks(entry.scaffold)
     entry.scaffold.finalize()
     fresh = entry.session is None
     if fresh:
