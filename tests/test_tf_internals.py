@@ -191,6 +191,21 @@ def test_summary_writer_initializers_include_every_writer(graph, tmp_path):
   assert first.init() in ops and second.init() in ops
 
 
+def test_file_writer_without_graph_is_the_cached_writer_and_writes_no_graph(graph, tmp_path):
+  tf.constant(1.0, name='in_the_default_graph')
+  logdir = str(tmp_path)
+  writer = internals.file_writer_without_graph(logdir)
+  assert v1.summary.FileWriterCache.get(logdir) is writer
+  assert internals.file_writer_without_graph(logdir) is writer
+  writer.add_session_log(v1.SessionLog(status=v1.SessionLog.START), 0)
+  writer.flush()
+  events = [e for path in tf.io.gfile.glob(logdir + '/events.*')
+            for e in v1.train.summary_iterator(path)]
+  assert any(e.HasField('session_log') for e in events)
+  assert not any(e.HasField('graph_def') for e in events)
+  v1.summary.FileWriterCache.clear()
+
+
 def test_summary_op_of_a_summary_saver_hook(graph, tmp_path):
   summary = v1.summary.scalar('x', tf.constant(1.0))
   hook = v1.train.SummarySaverHook(save_steps=1, output_dir=str(tmp_path), summary_op=summary)

@@ -176,6 +176,18 @@ def summary_writer_initializers():
   return _summary_ops_v2.summary_writer_initializer_op()
 
 
+def file_writer_without_graph(logdir):
+  """`FileWriterCache.get(logdir)`, except that a writer it creates now writes no graph event
+  (`get` serializes the default graph on the caller's thread for it): for a caller that writes
+  the graph itself.  Other callers on `logdir` get this writer from the cache."""
+  cache = _v1.summary.FileWriterCache
+  with cache._lock:
+    writer = cache._cache.get(logdir)
+    if writer is None:
+      writer = cache._cache[logdir] = _v1.summary.FileWriter(logdir)
+    return writer
+
+
 def summary_op_of(summary_saver_hook):
   """The summary op a `tf.compat.v1.train.SummarySaverHook` fetches when it saves (its
   `summary_op`, else the merged `SUMMARIES` collection), or None."""

@@ -128,7 +128,8 @@ class _CheckpointSaverHook(_v1.train.SessionRunHook):
     self._summary_writer = self._global_step = None
 
   def begin(self):
-    self._summary_writer = _v1.summary.FileWriterCache.get(self._checkpoint_dir)
+    # Its graph event is written with graph.pbtxt, in the background.
+    self._summary_writer = _tf_internals.file_writer_without_graph(self._checkpoint_dir)
     self._global_step = _tf_internals.global_step_read()
     if self._global_step is None:
       raise RuntimeError('Global step should be created to use CheckpointSaverHook.')
