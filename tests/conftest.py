@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # On a GPU machine: test processes (and their children) share the card, each growing its memory
 # as needed rather than reserving it all (what the library does too, see tpu_estimator/gpus.py;
@@ -23,3 +25,11 @@ if STARTUP not in os.environ.get('PYTHONPATH', '').split(os.pathsep):
   os.environ['PYTHONPATH'] = os.pathsep.join(
       [STARTUP] + [p for p in [os.environ.get('PYTHONPATH')] if p])
 sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, 'tpu_estimator_tests', False)]
+
+
+@pytest.fixture
+def graph():
+  """A new default graph for the test (graph-mode tests of the library's parts)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default() as g:
+    yield g

@@ -11,13 +11,6 @@ from tpu_estimator.checkpoints import scaffolds
 v1 = tf.compat.v1
 
 
-@pytest.fixture
-def graph():
-  g = tf.Graph()
-  with g.as_default():
-    yield g
-
-
 def _variables():
   first = v1.get_variable('first', initializer=1.0)
   second = v1.get_variable('scope/second', initializer=[2.0, 3.0])

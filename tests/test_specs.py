@@ -22,12 +22,6 @@ def _match(*fragments):
   return '(?s)' + ''.join('(?=.*%s)' % re.escape(f) for f in fragments)
 
 
-@pytest.fixture
-def graph():
-  with tf.Graph().as_default() as g:
-    yield g
-
-
 def _loss(value=1.0):
   return tf.constant(value)
 

@@ -19,13 +19,6 @@ from tpu_estimator.checkpoints import saving
 v1 = tf.compat.v1
 
 
-@pytest.fixture
-def graph():
-  g = tf.Graph()
-  with g.as_default():
-    yield g
-
-
 def test_global_step_read_is_the_cached_read_hooks_fetch(graph):
   assert internals.global_step_read() is None  # no global step yet
   step = v1.train.get_or_create_global_step()
