@@ -115,16 +115,17 @@ def add_ready_checks(scaffold):
   variables = global_variables + _v1.local_variables()
   if not wanted or not variables:
     return
+  counts = {'ready_for_local_init_op': len(global_variables), 'ready_op': len(variables)}
+  checked = variables[:max(counts[attr] for attr, _ in wanted)]
   with tf.name_scope('report_uninitialized_variables'):
-    initialized = [_v1.is_variable_initialized(v) for v in variables]
+    initialized = [_v1.is_variable_initialized(v) for v in checked]
     # Where TensorFlow's defaults gather the names (the variables' checks run where they are).
     with tf.device(os.environ.get('TF_DEVICE_FOR_UNINITIALIZED_VARIABLE_REPORTING', '/cpu:0')):
       def uninitialized(count):
         if not count:
           return tf.constant([], tf.string)
-        names = tf.constant([v.op.name for v in variables[:count]])
+        names = tf.constant([v.op.name for v in checked[:count]])
         return tf.gather_nd(names, tf.where(tf.logical_not(tf.stack(initialized[:count]))))
-      counts = {'ready_for_local_init_op': len(global_variables), 'ready_op': len(variables)}
       for attr, key in wanted:
         graph.add_to_collection(key, uninitialized(counts[attr]))
 
