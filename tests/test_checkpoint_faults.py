@@ -180,6 +180,16 @@ def test_damaged_checkpoint_path_is_a_clear_error(tmp_path, what):
   _call(est, what, tmp_path, checkpoint_path=str(tmp_path / 'model.ckpt-4'))  # others work
 
 
+def test_checkpoint_without_its_data_file_is_a_clear_error(tmp_path):
+  est = _train(_estimator(tmp_path), 4)
+  for path in glob.glob(str(tmp_path / 'model.ckpt-2.data-*')):
+    os.remove(path)
+  with pytest.raises(CorruptCheckpointError, match=r'model\.ckpt-2 is damaged: data shards are '
+                     r'missing \(found none\)'):
+    est.evaluate(_eval_input, checkpoint_path=str(tmp_path / 'model.ckpt-2'))
+  assert est.evaluate(_eval_input)['global_step'] == 4  # its neighbours are intact
+
+
 @pytest.mark.parametrize('how', ['truncate', 'zero_fill'])
 def test_train_falls_back_past_a_damaged_latest_checkpoint(tmp_path, how, caplog):
   """Decision: train resumes from the newest intact checkpoint (warning), names it in the

@@ -9,6 +9,7 @@ otherwise takes the newest complete `<prefix>-<step>` checkpoint on disk, with a
 checkpoint managers that scan their directory do (Orbax, TF2's `CheckpointManager` on restore).
 Only the trainer (`repair=True`, which holds the model_dir lock) rewrites the state file.
 """
+import fnmatch
 import glob
 import os
 import re
@@ -31,6 +32,19 @@ class CorruptCheckpointError(ValueError):
 
 def _is_remote(path):
   return '://' in path
+
+
+def _matching(directory, pattern):
+  """The paths in `directory` whose names match `pattern` (fnmatch's, as `tf.io.gfile.glob`
+  matches a path's last part).  A local directory is listed by Python: ~20 us against
+  TensorFlow's ~200 us, and every call looks for and checks its checkpoint."""
+  if _is_remote(directory):
+    return tf.io.gfile.glob(os.path.join(glob.escape(directory), pattern))
+  try:
+    names = os.listdir(directory or '.')
+  except (FileNotFoundError, NotADirectoryError):  # as TensorFlow's glob: nothing
+    return []
+  return [os.path.join(directory, name) for name in fnmatch.filter(names, pattern)]
 
 
 def read_state(model_dir):
@@ -78,7 +92,8 @@ def problem(prefix, read_tensors=False):
   except (tf.errors.OpError, ValueError) as e:
     return 'its index %s cannot be read (%s)' % (index, str(e).splitlines()[0][:200])
   shards = {}
-  for path in tf.io.gfile.glob(glob.escape(prefix) + '.data-*-of-*'):
+  for path in _matching(os.path.dirname(prefix),
+                        glob.escape(os.path.basename(prefix)) + '.data-*-of-*'):
     match = _SHARD.search(path)
     if match:
       shards[int(match.group(1))] = (int(match.group(2)), path)
@@ -148,7 +163,7 @@ def _unreadable(prefix, reader, names):
 def candidates(model_dir):
   """The `<prefix>-<step>` checkpoints with an index in `model_dir`, newest step first."""
   found = []
-  for index in tf.io.gfile.glob(os.path.join(glob.escape(model_dir), '*-*.index')):
+  for index in _matching(model_dir, '*-*.index'):
     prefix = index[:-len('.index')]
     step = step_of(prefix)
     if step is not None and not os.path.basename(prefix).startswith('.'):
