@@ -499,21 +499,22 @@ class Estimator:
       restoring.check_shapes(snapshot, checkpoint)
       if what == 'evaluate':
         _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
+      rewrites = _graph_rewrites(entry)
       with restoring.restore_errors(snapshot, checkpoint):
         if entry is not None and entry.reason is None:
-          return self._kept_session(replicas, entry, hooks, snapshot), checkpoint
-        return self._session(replicas, scaffold, hooks, inference=True,
-                             rewrites=_graph_rewrites(entry),
+          return self._kept_session(replicas, entry, hooks, snapshot,
+                                    rewrites=rewrites), checkpoint
+        return self._session(replicas, scaffold, hooks, inference=True, rewrites=rewrites,
                              checkpoint_filename_with_path=snapshot), checkpoint
 
     return pinning.with_latest_pinned(self._model_dir, checkpoint, explicit, what, restore)
 
-  def _kept_session(self, replicas, entry, hooks, snapshot, xla_step=False):
+  def _kept_session(self, replicas, entry, hooks, snapshot, xla_step=False, rewrites=True):
     """A MonitoredSession over `entry`'s session (created on its first call), `snapshot`
-    restored into it; closing it leaves that session open for the next call (`xla_step`: as
-    `_session`)."""
+    restored into it; closing it leaves that session open for the next call (`xla_step`,
+    `rewrites`: as `_session`)."""
     config = replicas.session_config(self._config.session_config, xla=xla_step,
-                                     rewrites=_graph_rewrites(entry))
+                                     rewrites=rewrites)
     creator = entry.creator(snapshot, replicas.master, config)
     with quiet.internal_calls():
       return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
@@ -706,9 +707,10 @@ class _Parts:
 
 
 def _graph_rewrites(entry):
-  """Whether the session of `entry` (a graph_cache.Entry, or None) runs Grappler's rewrites
-  (`Replicas.session_config`): all but an evaluation's or prediction's device loop."""
-  return entry is None or not getattr(entry.parts, 'loop', False)
+  """Whether the session of an evaluation's or prediction's `entry` (a graph_cache.Entry with
+  `_Parts`, or None) runs Grappler's rewrites (`Replicas.session_config`): all but a device
+  loop's.  Training sessions always do."""
+  return entry is None or not entry.parts.loop
 
 
 def _call_hooks(entry):

@@ -215,8 +215,6 @@ def _first_axes(tensors):
   evaluation and prediction builds this graph."""
   if not tensors:
     return tf.zeros([0], tf.int32)
-  if len(tensors) == 1:
-    return tf.slice(tf.shape(tensors[0]), [0], [1])
   shapes = [tf.shape(tensor) for tensor in tensors]  # (ShapeN takes one dtype)
   starts, start = [], 0
   for tensor in tensors:  # the padded queue's leaves all have a static rank

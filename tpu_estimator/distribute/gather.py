@@ -44,10 +44,7 @@ def total_rows(rows):
 
 def real_rows(outputs, rows):
   """Each replica's outputs cut to its real rows (stand-in rows dropped)."""
-  cut = _first_rows()
-  ends = [tf.reshape(tf.cast(r, tf.int32), [1]) for r in rows]
-  return [tf.nest.map_structure(lambda t, end=end: cut(t, end), out)
-          for out, end in zip(outputs, ends)]
+  return _first_rows(outputs, [tf.reshape(tf.cast(r, tf.int32), [1]) for r in rows])
 
 
 def real_replicas(outputs, rows):
@@ -56,22 +53,20 @@ def real_replicas(outputs, rows):
   (host_input.py), so for batch-major tensors this equals `real_rows`; tensors whose first axis
   is not the batch (BERT's masked-LM tensors, [batch * max_predictions_per_seq]) are kept
   whole, as the original concatenated each `eval_metrics` tensor over shards along axis 0."""
-  cut = _first_rows()
   # A slice's end past the first axis is clamped to its length.
-  ends = [tf.where(tf.reshape(r, [1]) > 0, [_WHOLE], [0]) for r in rows]
-  return [tf.nest.map_structure(lambda t, end=end: cut(t, end), out)
-          for out, end in zip(outputs, ends)]
+  return _first_rows(outputs, [tf.where(tf.reshape(r, [1]) > 0, [_WHOLE], [0]) for r in rows])
 
 
 _WHOLE = 2 ** 31 - 1
 
 
-def _first_rows():
-  """`cut(tensor, end)`: `tensor`'s first `end` rows (`end` a [1] int32 tensor).  One op a
-  tensor, where `tensor[:n]` builds seven: these graphs are built at every first call, and
-  their build time is most of a short evaluation's."""
+def _first_rows(outputs, ends):
+  """Each replica's outputs (a list of nests) cut to their first `ends[i]` rows (a [1] int32
+  tensor per replica).  One op a tensor, where `tensor[:n]` builds seven: these graphs are
+  built at every first call, and their build time is most of a short evaluation's."""
   begin, strides = tf.constant([0]), tf.constant([1])
-  return lambda tensor, end: tf.strided_slice(tensor, begin, end, strides)
+  return [tf.nest.map_structure(lambda t, end=end: tf.strided_slice(t, begin, end, strides), out)
+          for out, end in zip(outputs, ends)]
 
 
 def concat_replicas(outputs):
