@@ -104,6 +104,42 @@ def snapshot(directory):
   return result
 
 
+class BuildsOpsHook(tf.compat.v1.train.SessionRunHook):
+  """A hook that builds an op in every begin(), as some users' hooks do, and records what it
+  fetched at each run."""
+
+  def __init__(self):
+    self.fetched = []
+
+  def begin(self):
+    self.op = tf.constant(1.0, name='hook_op')
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(self.op)
+
+  def after_run(self, run_context, run_values):
+    self.fetched.append(float(run_values.results))
+
+
+class EventsHook(tf.compat.v1.train.SessionRunHook):
+  """Records the calls a MonitoredSession makes to a hook, in order."""
+
+  def __init__(self):
+    self.events = []
+
+  def begin(self):
+    self.events.append('begin')
+
+  def after_create_session(self, session, coord):
+    self.events.append('created')
+
+  def after_run(self, run_context, run_values):
+    self.events.append('run')
+
+  def end(self, session):
+    self.events.append('end')
+
+
 class FinalValues(tf.compat.v1.train.SessionRunHook):
   """Records, into the dict `seen`, this task's own global step and kernel in its session as
   training ends.  In a cluster a worker's train() can return before the chief has written its

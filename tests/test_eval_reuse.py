@@ -102,7 +102,7 @@ def test_eval_summaries_of_reused_graph_written_per_checkpoint(tmp_path, data):
   assert written == pytest.approx(losses)
 
 
-@pytest.mark.parametrize('change', ['input_fn', 'steps', 'name', 'hooks'])
+@pytest.mark.parametrize('change', ['input_fn', 'steps', 'name'])
 def test_other_arguments_build_a_new_graph(tmp_path, data, change):
   model_fn, calls = _counting(h.make_model_fn())
   est = _estimator(tmp_path, None, model_fn)
@@ -115,16 +115,55 @@ def test_other_arguments_build_a_new_graph(tmp_path, data, change):
     kwargs['input_fn'] = h.dataset_input_fn(data[0][:32], data[1][:32], repeat=False)
   elif change == 'steps':
     kwargs['steps'] = 2
-  elif change == 'name':
-    kwargs['name'] = 'other'
   else:
-    kwargs['hooks'] = [v1.train.SessionRunHook()]
+    kwargs['name'] = 'other'
   result = est.evaluate(**kwargs)
   assert len(calls) == built + 1
   _assert_same(result, _fresh_eval(tmp_path, None, **kwargs))
-  if change == 'hooks':  # a call with hooks is built for itself: the kept graph stays
-    _assert_same(est.evaluate(eval_fn, steps=3), _fresh_eval(tmp_path, None, eval_fn, steps=3))
-    assert len(calls) == built + 1
+
+
+@pytest.mark.parametrize('shards', [None, 2])
+def test_hooks_passed_to_the_call_run_in_the_kept_graph(tmp_path, data, shards):
+  """The hooks of train_and_evaluate's EvalSpec, or any passed to evaluate()/predict(), see
+  what a new graph's session shows them; the graph is reused."""
+  model_fn, calls = _counting(h.make_model_fn(tpu=shards is not None))
+  est = _estimator(tmp_path, shards, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  first = est.evaluate(eval_fn)
+  predicted = list(est.predict(eval_fn))
+  built = len(calls)
+  fresh_hooks = [h.EventsHook(), h.EventsHook()]
+  fresh = _estimator(tmp_path, shards, h.make_model_fn(tpu=shards is not None))
+  fresh.evaluate(eval_fn, hooks=[fresh_hooks[0]])
+  list(fresh.predict(eval_fn, hooks=[fresh_hooks[1]]))
+  for _ in range(2):
+    hooks = [h.EventsHook(), h.EventsHook()]
+    counter = v1.train.StepCounterHook(every_n_steps=1, output_dir=str(tmp_path / 'counter'))
+    _assert_same(est.evaluate(eval_fn, hooks=[hooks[0], counter]), first)
+    again = list(est.predict(eval_fn, hooks=[hooks[1]]))
+    assert len(calls) == built
+    assert [hook.events for hook in hooks] == [hook.events for hook in fresh_hooks]
+    assert hooks[0].events[:2] == ['begin', 'created'] and hooks[0].events[-1] == 'end'
+    for got, expected in zip(again, predicted):
+      np.testing.assert_allclose(got['probabilities'], expected['probabilities'], rtol=1e-6)
+
+
+def test_a_hook_building_ops_gets_a_new_graph_which_is_not_kept(tmp_path, data):
+  model_fn, calls = _counting(h.make_model_fn())
+  est = _estimator(tmp_path, None, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  first = est.evaluate(eval_fn)
+  built = len(calls)
+  hook = h.BuildsOpsHook()
+  _assert_same(est.evaluate(eval_fn, hooks=[hook]), first)  # the kept graph is finalized
+  assert len(calls) == built + 1 and hook.fetched and set(hook.fetched) == {1.0}
+  # That graph holds the hook's op, which a new graph would not: it was not kept.
+  _assert_same(est.evaluate(eval_fn), first)
+  assert len(calls) == built + 2
+  _assert_same(est.evaluate(eval_fn, hooks=[h.EventsHook()]), first)
+  assert len(calls) == built + 2
 
 
 def _sized_model_fn(hidden):
@@ -338,15 +377,15 @@ def test_a_kept_graph_reads_its_input_while_the_previous_one_is_torn_down(tmp_pa
 
 
 def test_a_graph_built_for_one_call_returns_before_its_input_is_torn_down(tmp_path, data):
-  """An evaluation's session not kept for later calls (here: hooks passed) is closed on a
-  background thread (iterators.ClosedInBackground): closing tears its input down, which can
+  """An evaluation's session not kept for later calls (here: reuse turned off) is closed on
+  a background thread (iterators.ClosedInBackground): closing tears its input down, which can
   wait out tf.data's autotuning period (0.15 s after a long evaluation).  The call returns its
   results first; the input is still torn down."""
   events = []
-  est = _estimator(tmp_path, None, h.make_model_fn())
+  est = _estimator(tmp_path, None, h.make_model_fn(), reuse_eval_graphs=False)
   est.train(h.dataset_input_fn(*data), steps=2)
   eval_fn = _generator_input_fn(*data, events, teardown_seconds=2.0)
-  result = est.evaluate(eval_fn, steps=2, hooks=[v1.train.StepCounterHook()])
+  result = est.evaluate(eval_fn, steps=2)
   assert events == ['start']  # the generator (2 of 6 batches read) is still being closed
   _assert_same(result, est.evaluate(h.dataset_input_fn(*data, repeat=False), steps=2))
   deadline = time.time() + 30
@@ -363,11 +402,10 @@ def test_a_prediction_left_unread_lets_the_interpreter_exit(tmp_path):
       'sys.path.insert(0, %r)' % os.path.dirname(os.path.abspath(__file__)),
       'import helpers as h, tpu_estimator as te',
       'est = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, 4, '
-      'model_dir=%r), train_batch_size=16, eval_batch_size=16, predict_batch_size=16)'
-      % str(tmp_path),
+      'model_dir=%r, reuse_eval_graphs=False), train_batch_size=16, eval_batch_size=16, '
+      'predict_batch_size=16)' % str(tmp_path),
       'est.train(h.dataset_input_fn(*h.make_data(64)), steps=2)',
-      'predictions = est.predict(h.dataset_input_fn(*h.make_data(64), repeat=False),',
-      '                          hooks=[te.StepCounterHook()])',
+      'predictions = est.predict(h.dataset_input_fn(*h.make_data(64), repeat=False))',
       'print(sorted(next(predictions)))'])
   proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                         timeout=240, check=False, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))

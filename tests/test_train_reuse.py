@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers as h
 import tpu_estimator as te
 from helpers import dataset_input_fn, make_data, make_model_fn, scalar_summaries
 
@@ -164,24 +165,18 @@ def test_unseeded_shuffle_keeps_the_graph_a_seeded_one_does_not(tmp_path):
   assert op_seeded.calls == 2
 
 
-class _BuildsOpsHook(v1.train.SessionRunHook):
-  """A hook that builds an op in every begin(), as some users' hooks do."""
-
-  def begin(self):
-    self.op = tf.constant(1.0, name='hook_op')
-
-  def before_run(self, run_context):
-    return v1.train.SessionRunArgs(self.op)
-
-
-def test_a_hook_building_ops_gets_a_new_graph(tmp_path):
+def test_a_hook_building_ops_gets_a_new_graph_which_is_not_kept(tmp_path):
   input_fn, model_fn, est = _counted_estimator(tmp_path)
   est.train(input_fn, steps=3)
-  est.train(input_fn, steps=3, hooks=[_BuildsOpsHook()])
-  assert model_fn.calls == 2
+  hook = h.BuildsOpsHook()
+  est.train(input_fn, steps=3, hooks=[hook])  # the kept graph is finalized: a new one
+  assert model_fn.calls == 2 and hook.fetched and set(hook.fetched) == {1.0}
   assert est.get_variable_value('global_step') == 6
+  # That graph holds the hook's op, which a new graph would not: it was not kept.
   est.train(input_fn, steps=3, hooks=[v1.train.StopAtStepHook(num_steps=100)])  # builds none
-  assert model_fn.calls == 2 and est.get_variable_value('global_step') == 9
+  assert model_fn.calls == 3 and est.get_variable_value('global_step') == 9
+  est.train(input_fn, steps=3, hooks=[v1.train.StopAtStepHook(num_steps=100)])
+  assert model_fn.calls == 3 and est.get_variable_value('global_step') == 12
 
 
 def test_saving_listeners_get_a_new_graph(tmp_path):

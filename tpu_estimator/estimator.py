@@ -111,8 +111,9 @@ class Estimator:
   @contextlib.contextmanager
   def _call_graph(self, mode, input_fn, compile_loop=True):
     """The new graph of one call in `mode`, set up as every mode needs it, in this order: the
-    call's plan (its replicas first), the global step (mirrored over the replicas; in training
-    its cached read, which TensorFlow's hooks fetch, made before anything reads it), then the
+    call's plan (its replicas first), the global step (mirrored over the replicas) and its
+    cached read, which TensorFlow's hooks fetch, made before anything reads it (so that a
+    StepCounterHook passed to evaluate() builds no op: the graph can be kept), then the
     input.  Yields (graph, plan, global_step, host_input) inside the graph.  A training graph
     is built under `RunConfig.device_fn` or, in a parameter-server cluster, the device function
     that puts its variables on the ps tasks, as the original built it.  Replicas planned for
@@ -126,8 +127,7 @@ class Estimator:
       with graph.device(device_fn) if device_fn else contextlib.nullcontext():
         with plan.replicas.scope():
           global_step = _v1.train.get_or_create_global_step(graph)
-        if mode == ModeKeys.TRAIN:
-          saving.cache_global_step_read(global_step)
+        saving.cache_global_step_read(global_step)
         host_input = self._layout.host_input(input_fn, plan)
         with xla.central_build(plan.replicas, host_input.ungrouped):
           yield graph, plan, global_step, host_input
@@ -210,10 +210,12 @@ class Estimator:
       if entry is None:
         entry = self._build_train(key, input_fn, listeners, checkpoint, compile_loop)
       finished = stale = False
+      watch = graph_cache.HookWatch()
       try:
         with entry.graph.as_default():
-          last_loss = self._run_train(entry, hooks, steps, max_steps, listeners, checkpoint)
-        finished = True
+          last_loss = self._run_train(entry, watch.around(hooks), steps, max_steps, listeners,
+                                      checkpoint)
+        finished = not watch.built
       except graph_cache.Stale:  # a hook of this call builds ops: not in a kept graph
         stale = True
       finally:
@@ -275,13 +277,14 @@ class Estimator:
              if t is not None]
     # Our own hooks (the input's, host_call's) serve any call; what they run is checked.
     return graph_cache.why_not_kept(
-        graph, built.scaffold, [], built.spec_hooks + built.chief_hooks,
+        graph, built.scaffold, built.spec_hooks + built.chief_hooks,
         roots + _hook_tensors(host_input.hooks + built.hooks), bool(host_input.hooks),
         plan.replicas, unseeded_ok=True)
 
   def _run_train(self, entry, hooks, steps, max_steps, listeners, checkpoint):
     """Runs training in `entry`'s graph; returns the last loss.  `graph_cache.Stale` when a
-    hook would build ops in a kept (finalized) graph: the call needs a new one."""
+    hook would build ops in a kept (finalized) graph: the call needs a new one
+    (`_kept_session`)."""
     parts = entry.parts
     plan, built = parts.plan, parts.built
     all_hooks = self._train_hooks(plan, built, parts.host_input, hooks, parts.global_step,
@@ -291,12 +294,7 @@ class Estimator:
     with preemption.deferred_sigterm() as sigterm:
       all_hooks.insert(1, preemption.PreemptionHook(sigterm))
       with restoring.restore_errors(checkpoint):
-        try:
-          session = self._train_session(entry, all_hooks, checkpoint)
-        except RuntimeError as error:
-          if reused and 'finalized' in str(error):
-            raise graph_cache.Stale(checkpoint) from error
-          raise
+        session = self._train_session(entry, all_hooks, checkpoint)
       first = built.compiled_loop and not reused  # XLA compiles the loop at its first run
       with errors.runtime_checks_as_value_errors(), session:
         while not session.should_stop():
@@ -390,10 +388,10 @@ class Estimator:
     """One evaluation, in the graph an earlier call with the same key kept or in a new one;
     `compile_loop=False`: never compile its loop as a whole."""
     key = graph_cache.Key(ModeKeys.EVAL, input_fn, (steps, name, compile_loop))
-    entry = self._kept_graph(key, hooks)
+    entry = self._kept_graph(key)
     while True:
       if entry is None:
-        entry = self._build_eval(key, input_fn, steps, hooks, compile_loop)
+        entry = self._build_eval(key, input_fn, steps, compile_loop)
       try:
         return self._run_eval(entry, steps, hooks, checkpoint, explicit, name)
       except graph_cache.Stale:  # the checkpoint's variables differ from the kept graph's
@@ -405,13 +403,13 @@ class Estimator:
     xla.log_uncompiled_loop(self._config, mode, refusal, refusal.model)
     self._xla_auto.refuse(mode, refusal)
 
-  def _kept_graph(self, key, hooks):
+  def _kept_graph(self, key):
     """The graph a previous call with `key` kept, if this call may reuse it."""
-    if hooks or not self._config.reuse_eval_graphs:
+    if not self._config.reuse_eval_graphs:
       return None
     return self._graph_cache.take(key)
 
-  def _build_eval(self, key, input_fn, steps, hooks, compile_loop=True):
+  def _build_eval(self, key, input_fn, steps, compile_loop=True):
     with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop) as (graph, plan, global_step,
                                                                      host_input):
       built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
@@ -420,10 +418,10 @@ class Estimator:
       values[_v1.GraphKeys.GLOBAL_STEP] = global_step
       parts = _Parts(plan.replicas, fetches=built.update, values=values, loop=plan.sharded,
                      compiled=built.compiled_loop)
-      return self._entry(key, graph, built, host_input, hooks, parts,
+      return self._entry(key, graph, built, host_input, parts,
                          [built.update] + list(values.values()))
 
-  def _entry(self, key, graph, built, host_input, hooks, parts, roots):
+  def _entry(self, key, graph, built, host_input, parts, roots):
     """A `graph_cache.Entry` for a just-built graph, and whether it may be kept."""
     entry = graph_cache.Entry(key, graph, built.scaffold, parts)
     own_hooks = host_input.hooks + built.hooks
@@ -432,7 +430,7 @@ class Estimator:
     entry.reason = 'RunConfig(reuse_eval_graphs=False)'
     if self._config.reuse_eval_graphs:
       entry.reason = graph_cache.why_not_kept(
-          graph, built.scaffold, hooks, built.spec_hooks, roots + _hook_tensors(own_hooks),
+          graph, built.scaffold, built.spec_hooks, roots + _hook_tensors(own_hooks),
           bool(host_input.hooks), parts.replicas)
     if entry.reason is not None:
       _log.debug('The %s graph is built for this call only: %s.', key.mode, entry.reason)
@@ -441,13 +439,14 @@ class Estimator:
   def _run_eval(self, entry, steps, hooks, checkpoint, explicit, name):
     parts = entry.parts
     kept = False
+    watch = graph_cache.HookWatch()
     try:
       with entry.graph.as_default():
         final = _v1.train.FinalOpsHook(parts.values)
         bar = progress.ProgressBarHook(step=parts.fetches, num_steps=steps,
                                        label='evaluate', unit='batches',
                                        enabled=self._config.progress_bar)
-        all_hooks = _call_hooks(entry) + hooks + [final, bar]
+        all_hooks = _call_hooks(entry) + watch.around(hooks) + [final, bar]
         session, checkpoint = self._restored_session(parts.replicas, entry.scaffold,
                                                      all_hooks, checkpoint, explicit,
                                                      'evaluate', entry)
@@ -457,7 +456,7 @@ class Estimator:
             # short final batch): nothing was returned yet, so any run may fall back.
             self._compiled_run(session, parts.fetches, parts.compiled)
         results = final.final_ops_values
-        kept = True
+        kept = not watch.built
         eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
         _write_eval_summary(eval_dir, results, checkpoint)
     finally:
@@ -516,8 +515,14 @@ class Estimator:
     config = replicas.session_config(self._config.session_config, xla=xla_step,
                                      rewrites=rewrites)
     creator = entry.creator(snapshot, replicas.master, config)
-    with quiet.internal_calls():
-      return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
+    reused = entry.session is not None
+    try:
+      with quiet.internal_calls():
+        return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
+    except RuntimeError as error:  # a hook's begin() building ops in the finalized graph
+      if reused and 'finalized' in str(error):
+        raise graph_cache.Stale(snapshot) from error
+      raise
 
   # -------------------------------------------------------------------------------------------
   def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
@@ -547,10 +552,10 @@ class Estimator:
     `compile_loop=False`: never compile its loop as a whole."""
     key = graph_cache.Key(ModeKeys.PREDICT, input_fn, (
         None if predict_keys is None else tuple(predict_keys), compile_loop))
-    entry = self._kept_graph(key, hooks) if checkpoint else None
+    entry = self._kept_graph(key) if checkpoint else None
     while True:
       if entry is None:
-        entry = self._build_predict(key, input_fn, predict_keys, hooks, compile_loop)
+        entry = self._build_predict(key, input_fn, predict_keys, compile_loop)
         if not checkpoint:
           entry.reason = 'no checkpoint to restore'  # a new session initializes anew
       try:
@@ -559,7 +564,7 @@ class Estimator:
       except graph_cache.Stale:  # raised before anything was yielded
         entry = None
 
-  def _build_predict(self, key, input_fn, predict_keys, hooks, compile_loop=True):
+  def _build_predict(self, key, input_fn, predict_keys, compile_loop=True):
     with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,
                                                                         host_input):
       built = steps_lib.build_predict(plan, self._model_fn, host_input)
@@ -570,18 +575,19 @@ class Estimator:
       parts = _Parts(plan.replicas, fetches=fetches, advance=None if built.batch_rows is None
                      else tf.math.count_nonzero(built.batch_rows),
                      loop=plan.sharded, compiled=built.compiled_loop)
-      return self._entry(key, graph, built, host_input, hooks, parts,
+      return self._entry(key, graph, built, host_input, parts,
                          tf.nest.flatten(fetches) + tf.nest.flatten(parts.advance))
 
   def _run_predict(self, entry, hooks, checkpoint, explicit, yield_single_examples):
     parts = entry.parts
     finished = False
     reused = entry.session is not None
+    watch = graph_cache.HookWatch()
     try:
       with entry.graph.as_default():
         bar = progress.ProgressBarHook(advance=parts.advance, label='predict',
                                        unit='batches', enabled=self._config.progress_bar)
-        all_hooks = _call_hooks(entry) + hooks + [bar]
+        all_hooks = _call_hooks(entry) + watch.around(hooks) + [bar]
         if checkpoint:
           session, _ = self._restored_session(parts.replicas, entry.scaffold, all_hooks,
                                               checkpoint, explicit, 'predict', entry)
@@ -602,7 +608,7 @@ class Estimator:
       finished = True  # predictions left unread: the next call restarts everything anyway
       raise
     finally:
-      self._keep_or_close(entry, finished)
+      self._keep_or_close(entry, finished and not watch.built)
 
   # -------------------------------------------------------------------------------------------
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,

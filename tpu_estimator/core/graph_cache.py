@@ -129,12 +129,11 @@ def _stateful_op(graph, roots, unseeded_ok=False):
   return None
 
 
-def why_not_kept(graph, scaffold, call_hooks, graph_hooks, roots, has_iterators, replicas,
+def why_not_kept(graph, scaffold, graph_hooks, roots, has_iterators, replicas,
                  unseeded_ok=False):
   """Why a just-built graph (its session not created yet) cannot serve the next call; None
-  when it can.  `unseeded_ok`: unseeded random ops may run (see `_unseeded`)."""
-  if call_hooks:
-    return 'hooks were passed to the call'
+  when it can.  `unseeded_ok`: unseeded random ops may run (see `_unseeded`).  Hooks passed
+  to a call do not count: `HookWatch` sees whether they built ops in it."""
   if graph_hooks:
     return "model_fn's spec has hooks"
   if replicas.kind in ('multi_worker', 'parameter_servers'):
@@ -336,4 +335,34 @@ def _close_all(entries, lock):
 
 
 class Stale(Exception):
-  """The checkpoint to restore has other variables than the kept graph restored: build anew."""
+  """The kept graph cannot serve this call: the checkpoint to restore has other variables
+  than it restored, or a hook passed to the call builds ops (a kept graph is finalized).
+  Build anew."""
+
+
+class HookWatch:
+  """Whether the hooks passed to a call built ops in its graph (their `begin()` runs as its
+  session is created): a graph holding one call's hook ops is not kept, since the next call's
+  hook would build them again (a new graph for that call, as the original always made).
+  `around(hooks)` brackets them with two hooks that note the graph's version."""
+
+  def __init__(self):
+    self._versions = {}
+
+  def around(self, hooks):
+    return [_VersionMark(self._versions, 'before')] + list(hooks) + \
+        [_VersionMark(self._versions, 'after')]
+
+  @property
+  def built(self):
+    return self._versions.get('before') != self._versions.get('after')
+
+
+class _VersionMark(_v1.train.SessionRunHook):
+
+  def __init__(self, versions, when):
+    self._versions = versions
+    self._when = when
+
+  def begin(self):
+    self._versions[self._when] = _v1.get_default_graph().version
