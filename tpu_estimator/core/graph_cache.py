@@ -14,9 +14,13 @@ A graph is kept only where reusing it is provably the same as rebuilding it, giv
 `model_fn` and `input_fn` build the same graph when called again with the same arguments
 (`RunConfig(reuse_eval_graphs=False)` turns reuse off for those that do not):
 
-* the same mode, `input_fn` object, `steps`, `name` and `predict_keys` (the key);
-* no hooks passed to the call and none from `model_fn`'s spec (a hook may build ops in
-  `begin()` or keep state between sessions);
+* the same mode, `input_fn` (the same object, or one that calling cannot tell apart from it,
+  a lambda written anew in each call: function_identity.py), `steps`, `name` and
+  `predict_keys` (the key);
+* no hooks from `model_fn`'s spec (the graph's own: they may keep state between sessions);
+  hooks passed to the call run in it as in a new graph, unless their `begin()` builds ops
+  (the kept graph is finalized: `Stale`, and that call builds a graph of its own, which is not
+  kept either: `HookWatch`);
 * the input is `tf.data` (initializable iterators; a one-shot iterator or queue cannot
   restart) and nothing else in the graph keeps state across sessions: no stateful random op
   runs (a new graph would start its sequence again), no queue, no mutable table;
@@ -34,6 +38,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
+from tpu_estimator.core import function_identity
 from tpu_estimator.distribute import device_loop
 
 _v1 = tf.compat.v1
@@ -162,17 +167,18 @@ def checkpoint_signature(path):
 
 
 class Key:
-  """What a kept graph was built for: the mode, the `input_fn` object and the call's other
-  arguments that shape the graph or its hooks."""
+  """What a kept graph was built for: the mode, the `input_fn` (the same object, or one that
+  calling cannot tell apart from it: function_identity.py) and the call's other arguments that
+  shape the graph or its hooks."""
 
   def __init__(self, mode, input_fn, args):
     self.mode = mode
-    self.input_fn = input_fn
+    self.input_fn = function_identity.Identity(input_fn)
     self.args = tuple(args)
 
   def matches(self, other):
-    return self.mode == other.mode and self.input_fn is other.input_fn and \
-        self.args == other.args
+    return self.mode == other.mode and self.args == other.args and \
+        self.input_fn.same_as(other.input_fn)
 
 
 class _KeptSession(_v1.Session):

@@ -68,6 +68,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator import quiet
+from tpu_estimator.core import function_identity
 from tpu_estimator.distribute import packed
 
 _v1 = tf.compat.v1
@@ -116,7 +117,8 @@ OFF, STEP, LOOP, AUTO = 'off', 'step', 'loop', 'auto'
 
 class Auto:
   """What `xla=None` keeps of one estimator's calls: the input_fns whose training call kept
-  its graph for the next one (a call repeating one will reuse what it builds: compiling pays),
+  its graph for the next one (a call repeating one, or one that calling cannot tell apart from
+  it (function_identity.py), will reuse what it builds: compiling pays),
   and per mode ('train', 'eval', 'infer') why the model could not be compiled (`refuse`:
   later calls in that mode do not try again)."""
 
@@ -145,10 +147,7 @@ class Auto:
       return False
     if mode != 'train':  # a kept graph's later calls still pay for their input (see above)
       return call_steps is not None and call_steps >= AUTO_MIN_BATCHES
-    try:
-      reused = input_fn in self._kept
-    except TypeError:
-      reused = False
+    reused = any(function_identity.same_function(input_fn, kept) for kept in self._kept)
     return reused or (call_steps is not None and call_steps >= AUTO_MIN_STEPS)
 
 
