@@ -8,7 +8,11 @@ use_tpu=False; tpu1/tpu2: use_tpu=True on 1 or 2 logical CPU shards, iterations_
      first    the estimator's first call (builds the graph and session),
      second   the following calls (median of R): the kept graph restores the checkpoint,
      rebuild  the same calls with RunConfig(reuse_eval_graphs=False): a new graph every call,
-              as the original always did.
+              as the original always did,
+     anew     calls on the kept estimator whose input_fn is a lambda written anew in each call
+              (`lambda params: input_fn(params)`) and which pass a hook (one that builds no
+              ops): what `evaluate(input_fn=lambda: ...)` in a loop, or an EvalSpec with
+              hooks, sees (median of R, after one such call built its graph).
    for evaluate and predict (every per-example dict consumed).
 2. train_and_evaluate: K evaluations (one every 100 steps, N examples each) of the small MLP,
    wall time with reuse on and off.
@@ -39,21 +43,22 @@ def _estimator(model_dir, config, reuse, **overrides):
                          eval_batch_size=SPEC.batch, predict_batch_size=SPEC.batch)
 
 
-def _call(est, kind, input_fn, n):
+def _call(est, kind, input_fn, n, hooks=None):
   start = time.perf_counter()
   if kind == 'evaluate':
-    est.evaluate(input_fn)
+    est.evaluate(input_fn, hooks=hooks)
   else:
-    count = sum(1 for _ in est.predict(input_fn))
+    count = sum(1 for _ in est.predict(input_fn, hooks=hooks))
     assert count == n, (count, n)
   return n / (time.perf_counter() - start)
 
 
 def bench_calls(model_dir, sizes, rounds):
-  print('\n## whole calls, examples/s (same input_fn, no hooks; second/rebuild: median of %d '
-        'calls)' % rounds)
-  print('  %-8s %-6s %7s | %9s %9s %9s | %13s %15s' % (
-      'call', 'config', 'N', 'first', 'second', 'rebuild', 'second/first', 'second/rebuild'))
+  print('\n## whole calls, examples/s (same input_fn, no hooks; second/rebuild/anew: median of '
+        '%d calls)' % rounds)
+  print('  %-8s %-6s %7s | %9s %9s %9s %9s | %13s %15s %13s' % (
+      'call', 'config', 'N', 'first', 'second', 'rebuild', 'anew', 'second/first',
+      'second/rebuild', 'anew/rebuild'))
   for kind in ('evaluate', 'predict'):
     for config in CONFIGS:
       for n in sizes:
@@ -65,9 +70,13 @@ def bench_calls(model_dir, sizes, rounds):
         rebuilt = _estimator(model_dir, config, False)
         _call(rebuilt, kind, input_fn, n)  # the same first call, then the measured ones
         rebuild = M.median([_call(rebuilt, kind, input_fn, n) for _ in range(rounds)])
-        print('  %-8s %-6s %7d | %9s %9s %9s | %12sx %14sx' % (
-            kind, config, n, fmt(first), fmt(second), fmt(rebuild), fmt(second / first, 2),
-            fmt(second / rebuild, 2)), flush=True)
+        anew_calls = [_call(kept, kind, lambda params: input_fn(params), n, [M.TimingHook()])
+                      for _ in range(rounds + 1)]
+        anew = M.median(anew_calls[1:])
+        print('  %-8s %-6s %7d | %9s %9s %9s %9s | %12sx %14sx %12sx' % (
+            kind, config, n, fmt(first), fmt(second), fmt(rebuild), fmt(anew),
+            fmt(second / first, 2), fmt(second / rebuild, 2), fmt(anew / rebuild, 2)),
+              flush=True)
 
 
 def bench_train_and_evaluate(evaluations, n):
