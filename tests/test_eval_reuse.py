@@ -111,8 +111,9 @@ def test_other_arguments_build_a_new_graph(tmp_path, data, change):
   est.evaluate(eval_fn, steps=3)
   built = len(calls)
   kwargs = {'input_fn': eval_fn, 'steps': 3}
-  if change == 'input_fn':
-    kwargs['input_fn'] = h.dataset_input_fn(data[0][:32], data[1][:32], repeat=False)
+  if change == 'input_fn':  # of another element spec (one of the same is read: below)
+    kwargs['input_fn'] = h.dataset_input_fn(data[0][:32], data[1][:32], repeat=False,
+                                            drop_remainder=True)
   elif change == 'steps':
     kwargs['steps'] = 2
   else:
@@ -164,6 +165,81 @@ def test_a_hook_building_ops_gets_a_new_graph_which_is_not_kept(tmp_path, data):
   assert len(calls) == built + 2
   _assert_same(est.evaluate(eval_fn, hooks=[h.EventsHook()]), first)
   assert len(calls) == built + 2
+
+
+def _copied_input_fn(x, y, **kwargs):
+  """An input_fn over copies of (x, y): a new input as far as the kept graph can tell."""
+  return h.dataset_input_fn(x.copy(), y.copy(), repeat=False, **kwargs)
+
+
+@pytest.mark.parametrize('shards,xla', [(None, None), (2, None), (1, True)])
+def test_a_new_input_of_the_same_structure_is_read_by_the_kept_graph(tmp_path, data, shards,
+                                                                       xla):
+  """Another input_fn over other data of the same element spec: the kept graph reads it (its
+  dataset fed serialized), with a new estimator's results; model_fn is not called again."""
+  tpu = shards is not None
+  config = {'xla': xla} if xla else {}
+  model_fn, calls = _counting(h.make_model_fn(tpu=tpu))
+  est = _estimator(tmp_path, shards, model_fn, **config)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  fresh = _estimator(tmp_path, shards, h.make_model_fn(tpu=tpu), reuse_eval_graphs=False,
+                     **config)
+  x, y = data
+  for part in [(x[:48], y[:48]), (x[48:], y[48:]), (x[:48], y[:48]), (x[5:90], y[5:90])]:
+    _assert_same(est.evaluate(_copied_input_fn(*part)),
+                 fresh.evaluate(h.dataset_input_fn(*part, repeat=False)))
+    got = list(est.predict(_copied_input_fn(*part)))
+    expected = list(fresh.predict(h.dataset_input_fn(*part, repeat=False)))
+    assert len(got) == len(expected) == len(part[0])
+    np.testing.assert_allclose([p['probabilities'] for p in got],
+                               [p['probabilities'] for p in expected], rtol=1e-6)
+  per_graph = shards or 1  # model_fn is called once per replica
+  assert calls.count(te.ModeKeys.EVAL) == calls.count(te.ModeKeys.PREDICT) == per_graph
+
+
+def _shuffled_copy(x, y):
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices(({'x': x.copy()}, y.copy())).shuffle(8, seed=3)
+    return ds.batch(params['batch_size'])
+  return input_fn
+
+
+def _python_mapped(x, y):
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y)).batch(params['batch_size'])
+    return ds.map(lambda f, label: ({'x': tf.py_function(lambda t: t, [f['x']], tf.float32)},
+                                    label))
+  return input_fn
+
+
+def _noting_in_a_collection(x, y):
+  def input_fn(params):
+    v1.add_to_collection('input_notes', tf.constant(len(x)))  # model_fn could read it
+    return h.dataset_input_fn(x.copy(), y.copy(), repeat=False)(params)
+  return input_fn
+
+
+@pytest.mark.parametrize('other', ['static_batch', 'shuffled', 'python_function', 'collection'])
+def test_a_new_input_the_kept_graph_cannot_read_gets_its_own_graph(tmp_path, data, other):
+  """Another element spec (a static batch dimension), a dataset whose random state a kept
+  graph would carry on, one that cannot be serialized (a Python function), or an input_fn
+  leaving something else in the graph: built anew."""
+  model_fn, calls = _counting(h.make_model_fn())
+  est = _estimator(tmp_path, None, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  eval_fn = h.dataset_input_fn(*data, repeat=False)
+  first = est.evaluate(eval_fn)
+  x, y = data
+  other_fn = {'static_batch': _copied_input_fn(x[:80], y[:80], batch_size=16,
+                                               drop_remainder=True),
+              'shuffled': _shuffled_copy(x, y), 'python_function': _python_mapped(x, y),
+              'collection': _noting_in_a_collection(x, y)}[other]
+  built = calls.count(te.ModeKeys.EVAL)
+  result = est.evaluate(other_fn)
+  assert calls.count(te.ModeKeys.EVAL) == built + 1
+  expected = _estimator(tmp_path, None, h.make_model_fn()).evaluate(other_fn)
+  _assert_same(result, expected)
+  _assert_same(est.evaluate(eval_fn), first)
 
 
 def _sized_model_fn(hidden):

@@ -412,6 +412,9 @@ class Estimator:
   def _build_eval(self, key, input_fn, steps, compile_loop=True):
     with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop) as (graph, plan, global_step,
                                                                      host_input):
+      kept = self._kept_reading(key, graph, host_input, plan.replicas)
+      if kept is not None:
+        return kept
       built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
       saving.ensure_saver(self._config)
       values = dict(built.values)
@@ -421,8 +424,27 @@ class Estimator:
       return self._entry(key, graph, built, host_input, parts,
                          [built.update] + list(values.values()))
 
+  def _kept_reading(self, key, graph, host_input, replicas):
+    """The graph an earlier call kept for `key`'s mode and arguments but another `input_fn`,
+    now reading the input this call built in its new `graph` (graph_cache.read_new_input,
+    in a session configured for `replicas`); None: the call goes on building its own."""
+    if not self._config.reuse_eval_graphs:
+      return None
+    entry = self._graph_cache.take_other_input(key)
+    if entry is None:
+      return None
+    config = replicas.session_config(self._config.session_config, rewrites=False)
+    reading = False
+    try:
+      reading = graph_cache.read_new_input(entry, key, graph, host_input, config)
+    finally:
+      if not reading:  # still kept for the calls it serves
+        self._graph_cache.put(entry)
+    return entry if reading else None
+
   def _entry(self, key, graph, built, host_input, parts, roots):
     """A `graph_cache.Entry` for a just-built graph, and whether it may be kept."""
+    parts.host_input = host_input
     entry = graph_cache.Entry(key, graph, built.scaffold, parts)
     own_hooks = host_input.hooks + built.hooks
     parts.first_hooks = own_hooks + built.spec_hooks  # the first call's
@@ -555,7 +577,8 @@ class Estimator:
     entry = self._kept_graph(key) if checkpoint else None
     while True:
       if entry is None:
-        entry = self._build_predict(key, input_fn, predict_keys, compile_loop)
+        entry = self._build_predict(key, input_fn, predict_keys, compile_loop,
+                                    reuse=bool(checkpoint))
         if not checkpoint:
           entry.reason = 'no checkpoint to restore'  # a new session initializes anew
       try:
@@ -564,9 +587,12 @@ class Estimator:
       except graph_cache.Stale:  # raised before anything was yielded
         entry = None
 
-  def _build_predict(self, key, input_fn, predict_keys, compile_loop=True):
+  def _build_predict(self, key, input_fn, predict_keys, compile_loop=True, reuse=True):
     with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,
                                                                         host_input):
+      kept = self._kept_reading(key, graph, host_input, plan.replicas) if reuse else None
+      if kept is not None:
+        return kept
       built = steps_lib.build_predict(plan, self._model_fn, host_input)
       fetches = {'predictions': _select_keys(built.predictions, predict_keys)}
       if built.batch_rows is not None:
@@ -701,7 +727,8 @@ class _Parts:
   predictions and batch rows), evaluation's final metric `values`, prediction's progress
   `advance`, and the graph's own hooks: the first call's (`first_hooks`, used once) and
   `templates` copied fresh for later calls; `loop`: its batches run in a device loop (a
-  sharded call); `compiled`: the loop is one XLA computation."""
+  sharded call); `compiled`: the loop is one XLA computation; `host_input`: its input
+  (another call's input can be read in its place: graph_cache.read_new_input)."""
   replicas: object
   fetches: object
   values: dict = None
@@ -710,6 +737,7 @@ class _Parts:
   templates: list = None
   loop: bool = False
   compiled: bool = False
+  host_input: object = None
 
 
 def _graph_rewrites(entry):

@@ -29,6 +29,11 @@ A graph is kept only where reusing it is provably the same as rebuilding it, giv
 * every later checkpoint has the variables (names, shapes, dtypes) of the one restored first;
   any other is evaluated in a new graph, as before.
 Anything else is built per call, as the original did.
+
+A call of evaluation or prediction with the same arguments but another `input_fn` calls it
+(in a new graph, as always) and, where its datasets have the kept ones' element specs and
+nothing in them keeps state, has the kept graph read them instead (`read_new_input`): the
+model is not traced again.
 """
 import os
 import threading
@@ -318,6 +323,16 @@ class Cache:
       del self._entries[key.mode]
       return entry
 
+  def take_other_input(self, key):
+    """The entry kept for `key`'s mode and arguments whatever its `input_fn` (taken out), or
+    None: a call with another input may have it read that input (`read_new_input`)."""
+    with self._lock:
+      entry = self._entries.get(key.mode)
+      if entry is None or entry.key.mode != key.mode or entry.key.args != key.args:
+        return None
+      del self._entries[key.mode]
+      return entry
+
   def put(self, entry):
     """Keeps `entry` (finalizing its graph: a later hook cannot add ops to it), closing the
     one it replaces."""
@@ -338,6 +353,62 @@ def _close_all(entries, lock):
     entries.clear()
   for entry in kept:
     entry.close()
+
+
+def read_new_input(entry, key, graph, host_input, session_config):
+  """Has the kept `entry` (its graph built for another `input_fn`) read the input this call
+  just built in its new `graph` (`host_input`), and serve `key` from now on; False where
+  that would not equal a new graph.
+
+  The new input's datasets are serialized (TensorFlow's own dataset graph, run in a session
+  of the new graph with `session_config`) and fed to the kept iterators' start (iterators.Restartable), so the
+  model is not traced again and the session keeps its executors.  This needs: every
+  iterator restartable over other data (not one prefetched to a GPU), the same number of
+  pipelines with the same element specs (types, shapes and structure), nothing else left in
+  the new graph by `input_fn` (a collection entry or variable `model_fn` could read), no op
+  keeping state in the new datasets (a shuffle or random map would restart its sequence here, go
+  on there), and datasets that can be serialized at all (a lookup table or a Python function
+  in them holds state of this process's session: that fails)."""
+  kept = getattr(entry.parts, 'host_input', None)
+  if not hasattr(kept, 'iterators') or not getattr(host_input, 'iterators', None):
+    return False
+  if not _input_only(graph):
+    return False
+  if len(kept.iterators) != len(host_input.iterators):
+    return False
+  new = host_input
+  if not all(old.restartable_over_other_data and old.element_spec == it.element_spec
+             for old, it in zip(kept.iterators, new.iterators)):
+    return False
+  serializations = [it.serialization() for it in new.iterators]
+  if _stateful_op(graph, serializations):
+    return False
+  try:
+    with _v1.Session(graph=graph, config=session_config) as session:
+      graph_defs = session.run(serializations)
+  except tf.errors.OpError as error:
+    _log.debug('The new input cannot be read by the kept graph: %s', error.message)
+    return False
+  for iterator, graph_def in zip(kept.iterators, graph_defs):
+    iterator.read_instead(graph_def)
+  entry.key = key
+  return True
+
+
+# What a call's graph holds once its input is built (`Estimator._call_graph`): the global step
+# and its read, and the input's iterators.
+_INPUT_COLLECTIONS = frozenset([_v1.GraphKeys.GLOBAL_VARIABLES, _v1.GraphKeys.GLOBAL_STEP,
+                                _tf_internals.GLOBAL_STEP_READ_KEY, 'iterators'])
+
+
+def _input_only(graph):
+  """Whether `input_fn` left nothing in `graph` besides its datasets that `model_fn` might
+  read (a collection entry, a variable): the kept graph's model was built without them."""
+  if any(graph.get_collection(key) for key in graph.get_all_collection_keys()
+         if key not in _INPUT_COLLECTIONS):
+    return False
+  step = {id(v) for v in graph.get_collection(_v1.GraphKeys.GLOBAL_STEP)}
+  return all(id(v) in step for v in graph.get_collection(_v1.GraphKeys.GLOBAL_VARIABLES))
 
 
 class Stale(Exception):

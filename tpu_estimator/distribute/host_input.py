@@ -177,6 +177,12 @@ class HostInput:
     return tf.equal(_batch_size_of(features, _axes_for(features, self._axis(0))), self._rows)
 
   @property
+  def iterators(self):
+    """The input's iterators (iterators.Restartable), one per pipeline; none where `input_fn`
+    returned tensors."""
+    return list(self._iterators)
+
+  @property
   def hooks(self):
     if not self._iterators:
       return []

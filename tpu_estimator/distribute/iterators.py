@@ -20,7 +20,11 @@ a pipeline's period grows to about its lifetime, so a release can take about as 
 call that used it; a copy is needed again two calls after its release began.  A session used
 for one call only reads the first copy, started and set as the reader's in one run; an
 evaluation's or prediction's is closed on a background thread (`ClosedInBackground`): closing
-tears its pipelines down, with the same wait."""
+tears its pipelines down, with the same wait.
+
+A kept graph's iterator can also start a copy over another call's dataset of the same element
+spec, fed serialized (`read_instead`, graph_cache.read_new_input): the kept graph reads a new
+input_fn's data."""
 
 import sys
 import threading
@@ -40,11 +44,13 @@ class Restartable:
 
   def __init__(self, dataset, copies=COPIES):
     self._copies = [_v1.data.make_initializable_iterator(dataset) for _ in range(copies)]
+    self._dataset = dataset
+    self.element_spec = dataset.element_spec
     first = self._copies[0]
     self._fed = None
     self._reader = first
     self._initializer = first.initializer
-    self._start = self._release = None
+    self._start = self._release = self._swap = None
     if copies > 1:
       self._handle_ops = [c.string_handle() for c in self._copies]
       iterator_op = self._handle_ops[0].op.inputs[0].op  # the first copy's IteratorV2
@@ -79,14 +85,34 @@ class Restartable:
         self._release = tf.raw_ops.MakeIterator(
             dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=fed_copy,
             name='input_copy_release')
+        self._fed_dataset, self._swap = _start_over_fed_data(fed_copy, current, self._fed)
     # What the hook may run (graph_cache checks them): the other copies' own initializers never.
     self.ops = [self._initializer] if self._fed is None else [
-        self._initializer, self._start, self._release]
+        self._initializer, self._start, self._release, self._swap]
+    self._instead = None  # the serialized dataset kept calls start over, None: this one
     self._session = None  # a weak reference to the kept session the state below is for
     self._handles = None
     self._threads = [None] * copies
     self._current = 0
     self._unreleased = None
+
+  @property
+  def restartable_over_other_data(self):
+    """Whether a kept session can start this iterator over another dataset (`read_instead`)."""
+    return self._swap is not None
+
+  def serialization(self):
+    """An op serializing this iterator's dataset (to run in its graph's session): what a kept
+    graph's iterator is given to read instead (`read_instead`).  Its run fails where the
+    dataset holds state of the session's (a table, a Python function): that one cannot move."""
+    return tf.raw_ops.DatasetToGraphV2(
+        input_dataset=tf.data.experimental.to_variant(self._dataset),
+        external_state_policy=2, strip_device_assignment=True)  # 2: fail on external state
+
+  def read_instead(self, graph_def):
+    """Kept calls from now on start their copy over the dataset serialized in `graph_def` (of
+    this iterator's element spec), or over this iterator's own dataset (None)."""
+    self._instead = graph_def
 
   @property
   def initializer(self):
@@ -113,6 +139,9 @@ class Restartable:
       self.release(session)
     self._current = self._idle_copy()
     self._unreleased = self._current
+    if self._instead is not None:
+      return self._swap, {self._fed: self._handles[self._current],
+                          self._fed_dataset: self._instead}
     return self._start, {self._fed: self._handles[self._current]}
 
   def _idle_copy(self):
@@ -137,6 +166,19 @@ class Restartable:
                               name='tpu_estimator_input_release')
     thread.start()  # not a daemon: the interpreter's exit waits for it, then closes sessions
     self._threads[index] = thread
+
+
+def _start_over_fed_data(fed_copy, current, fed_handle):
+  """(placeholder, op): the start of the copy `fed_copy` over another call's dataset of the
+  same element spec, fed serialized to the placeholder (`Restartable.read_instead`: a kept
+  graph reads a new input_fn's data), pointing the reader (`current`) at it."""
+  fed_dataset = _v1.placeholder(tf.string, [], name='input_copy_dataset')
+  start = tf.group(
+      tf.raw_ops.MakeIterator(dataset=tf.raw_ops.DatasetFromGraph(graph_def=fed_dataset),
+                              iterator=fed_copy),
+      tf.raw_ops.AssignVariableOp(resource=current, value=fed_handle),
+      name='input_copy_swap')
+  return fed_dataset, start
 
 
 def _quiet_run(session, op, feeds):
