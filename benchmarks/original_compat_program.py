@@ -21,8 +21,13 @@ Measures, in this one process (prints one `RESULT {json}` line):
   train_*     steps/s after a warm-up call: steady (steps between the first and last
               session.run of the N2 call / time: the steady state inside one call), diff
               ((N2 - N1) / (t(N2) - t(N1)) over two whole calls), per call (N2 / t(N2)).
-  eval_*      evaluate examples/s, same three measures (warm-up call first).
+  eval_*      evaluate examples/s, same three measures (warm-up call first), each call with a
+              new input_fn (over new arrays) and a hook, on the estimator that trained: ours
+              reads the new input in the graph the previous call kept
+              (graph_cache.read_new_input), the original builds a new graph every call.
   predict_*   predict examples/s (every per-example dict consumed), same three measures.
+  eval_first_call, predict_first_call  the same calls (per call) on a new estimator object
+              each: a call that builds its graph, in both implementations.
   eval_again_call  examples/s of evaluate() called again with the same input_fn and no hooks
               (median of 3 calls after a first): what train_and_evaluate's evaluations see.
 `--ttfs-only` stops after the time to the first step (a few seconds a sample).
@@ -145,16 +150,16 @@ def main():
   e1, e2 = (4096, 40960) if args.quick else (8192, 163840)
   per_run = SPEC.batch * (args.ipl if args.use_tpu and args.impl == 'ours' else 1)
 
-  def evaluate(n):
+  def evaluate(n, on=None):
     hook = M.TimingHook()
     start = time.perf_counter()
-    est.evaluate(M.eval_input_fn(SPEC, n), hooks=[hook])
+    (on or est).evaluate(M.eval_input_fn(SPEC, n), hooks=[hook])
     return time.perf_counter() - start, hook
 
-  def predict(n):
+  def predict(n, on=None):
     hook = M.TimingHook()
     start = time.perf_counter()
-    count = sum(1 for _ in est.predict(M.predict_input_fn(SPEC, n), hooks=[hook]))
+    count = sum(1 for _ in (on or est).predict(M.predict_input_fn(SPEC, n), hooks=[hook]))
     assert count == n, (count, n)
     return time.perf_counter() - start, hook
 
@@ -164,6 +169,8 @@ def main():
     t2, hook = fn(e2)
     out[kind + '_call'], out[kind + '_diff'], out[kind + '_steady'] = rates(
         e1, t1, e2, t2, hook, per_run)
+    first, _ = fn(e2, on=estimator(est.model_dir))  # a new estimator builds its graph
+    out[kind + '_first_call'] = e2 / first
   # evaluate() again with the same input_fn and no hooks (the evaluations of
   # train_and_evaluate): ours keeps the graph and session of the previous call.
   input_fn = M.eval_input_fn(SPEC, e1)
