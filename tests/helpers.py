@@ -104,6 +104,18 @@ def snapshot(directory):
   return result
 
 
+def counting(model_fn):
+  """(`model_fn` recording the mode of each call, the list of those modes): the number of
+  graphs built (one call per replica each)."""
+  calls = []
+
+  def counted(features, labels, mode, params):
+    calls.append(mode)
+    return model_fn(features, labels, mode, params)
+
+  return counted, calls
+
+
 class BuildsOpsHook(tf.compat.v1.train.SessionRunHook):
   """A hook that builds an op in every begin(), as some users' hooks do, and records what it
   fetched at each run."""

@@ -18,17 +18,6 @@ import tpu_estimator as te
 v1 = tf.compat.v1
 
 
-def _counting(model_fn):
-  """`model_fn` recording the mode of each call (the number of graphs built)."""
-  calls = []
-
-  def counted(features, labels, mode, params):
-    calls.append(mode)
-    return model_fn(features, labels, mode, params)
-
-  return counted, calls
-
-
 def _estimator(model_dir, shards, model_fn, **config):
   """One device (`shards` None: Estimator) or a TPUEstimator on `shards` CPU shards."""
   if shards is None:
@@ -57,7 +46,7 @@ def data():
 
 @pytest.mark.parametrize('shards', [None, 2])
 def test_second_evaluate_reuses_graph_and_equals_a_new_estimator(tmp_path, data, shards):
-  model_fn, calls = _counting(h.make_model_fn(tpu=shards is not None))
+  model_fn, calls = h.counting(h.make_model_fn(tpu=shards is not None))
   est = _estimator(tmp_path, shards, model_fn)
   est.train(h.dataset_input_fn(*data), steps=4)
   eval_fn = h.dataset_input_fn(*data, repeat=False)
@@ -104,7 +93,7 @@ def test_eval_summaries_of_reused_graph_written_per_checkpoint(tmp_path, data):
 
 @pytest.mark.parametrize('change', ['input_fn', 'steps', 'name'])
 def test_other_arguments_build_a_new_graph(tmp_path, data, change):
-  model_fn, calls = _counting(h.make_model_fn())
+  model_fn, calls = h.counting(h.make_model_fn())
   est = _estimator(tmp_path, None, model_fn)
   est.train(h.dataset_input_fn(*data), steps=2)
   eval_fn = h.dataset_input_fn(*data, repeat=False)
@@ -127,7 +116,7 @@ def test_other_arguments_build_a_new_graph(tmp_path, data, change):
 def test_hooks_passed_to_the_call_run_in_the_kept_graph(tmp_path, data, shards):
   """The hooks of train_and_evaluate's EvalSpec, or any passed to evaluate()/predict(), see
   what a new graph's session shows them; the graph is reused."""
-  model_fn, calls = _counting(h.make_model_fn(tpu=shards is not None))
+  model_fn, calls = h.counting(h.make_model_fn(tpu=shards is not None))
   est = _estimator(tmp_path, shards, model_fn)
   est.train(h.dataset_input_fn(*data), steps=2)
   eval_fn = h.dataset_input_fn(*data, repeat=False)
@@ -151,7 +140,7 @@ def test_hooks_passed_to_the_call_run_in_the_kept_graph(tmp_path, data, shards):
 
 
 def test_a_hook_building_ops_gets_a_new_graph_which_is_not_kept(tmp_path, data):
-  model_fn, calls = _counting(h.make_model_fn())
+  model_fn, calls = h.counting(h.make_model_fn())
   est = _estimator(tmp_path, None, model_fn)
   est.train(h.dataset_input_fn(*data), steps=2)
   eval_fn = h.dataset_input_fn(*data, repeat=False)
@@ -179,7 +168,7 @@ def test_a_new_input_of_the_same_structure_is_read_by_the_kept_graph(tmp_path, d
   dataset fed serialized), with a new estimator's results; model_fn is not called again."""
   tpu = shards is not None
   config = {'xla': xla} if xla else {}
-  model_fn, calls = _counting(h.make_model_fn(tpu=tpu))
+  model_fn, calls = h.counting(h.make_model_fn(tpu=tpu))
   est = _estimator(tmp_path, shards, model_fn, **config)
   est.train(h.dataset_input_fn(*data), steps=2)
   fresh = _estimator(tmp_path, shards, h.make_model_fn(tpu=tpu), reuse_eval_graphs=False,
@@ -224,7 +213,7 @@ def test_a_new_input_the_kept_graph_cannot_read_gets_its_own_graph(tmp_path, dat
   """Another element spec (a static batch dimension), a dataset whose random state a kept
   graph would carry on, one that cannot be serialized (a Python function), or an input_fn
   leaving something else in the graph: built anew."""
-  model_fn, calls = _counting(h.make_model_fn())
+  model_fn, calls = h.counting(h.make_model_fn())
   est = _estimator(tmp_path, None, model_fn)
   est.train(h.dataset_input_fn(*data), steps=2)
   eval_fn = h.dataset_input_fn(*data, repeat=False)
@@ -277,7 +266,7 @@ def test_checkpoint_of_another_model_builds_a_new_graph(tmp_path, data):
 
 
 def test_checkpoint_with_other_variables_builds_a_new_graph(tmp_path, data):
-  model_fn, calls = _counting(h.make_model_fn())
+  model_fn, calls = h.counting(h.make_model_fn())
   _estimator(tmp_path, None, h.make_model_fn(optimizer='adam')).train(
       h.dataset_input_fn(*data), steps=2)
   est = _estimator(tmp_path, None, model_fn)
@@ -294,7 +283,7 @@ def test_checkpoint_with_other_variables_builds_a_new_graph(tmp_path, data):
 
 @pytest.mark.parametrize('shards', [None, 2])
 def test_predict_reuses_graph_with_the_same_rows(tmp_path, data, shards):
-  model_fn, calls = _counting(h.make_model_fn(tpu=shards is not None))
+  model_fn, calls = h.counting(h.make_model_fn(tpu=shards is not None))
   est = _estimator(tmp_path, shards, model_fn)
   est.train(h.dataset_input_fn(*data), steps=3)
 
@@ -360,7 +349,7 @@ def test_inference_loops_on_cpu_run_without_graph_rewrites_unless_configured(
 
 
 def test_switch_turns_reuse_off(tmp_path, data):
-  model_fn, calls = _counting(h.make_model_fn())
+  model_fn, calls = h.counting(h.make_model_fn())
   est = _estimator(tmp_path, None, model_fn, reuse_eval_graphs=False)
   est.train(h.dataset_input_fn(*data), steps=2)
   eval_fn = h.dataset_input_fn(*data, repeat=False)
@@ -376,7 +365,7 @@ def test_switch_turns_reuse_off(tmp_path, data):
 def test_stateful_input_or_spec_hooks_build_a_new_graph(tmp_path, data):
   """A shuffled input (its random state would carry over) and model_fn hooks rebuild."""
   inner = h.make_model_fn()
-  hook_model_fn, hook_calls = _counting(
+  hook_model_fn, hook_calls = h.counting(
       lambda f, l, mode, params: inner(f, l, mode, params)._replace(
           evaluation_hooks=[v1.train.StopAtStepHook(last_step=10 ** 6)])
       if mode == te.ModeKeys.EVAL else inner(f, l, mode, params))
@@ -391,7 +380,7 @@ def test_stateful_input_or_spec_hooks_build_a_new_graph(tmp_path, data):
     return tf.data.Dataset.from_tensor_slices(({'x': data[0]}, data[1])).shuffle(
         90, seed=1).batch(params['batch_size'])
 
-  model_fn, calls = _counting(h.make_model_fn())
+  model_fn, calls = h.counting(h.make_model_fn())
   est = _estimator(tmp_path, None, model_fn, tf_random_seed=3)
   first = est.evaluate(shuffled, steps=2)
   second = est.evaluate(shuffled, steps=2)

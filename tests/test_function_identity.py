@@ -73,16 +73,6 @@ def _estimator(model_dir, model_fn, shards=1):
                          train_batch_size=16, eval_batch_size=16, predict_batch_size=16)
 
 
-def _counted(model_fn):
-  calls = []
-
-  def counted(features, labels, mode, params):
-    calls.append(mode)
-    return model_fn(features, labels, mode, params)
-
-  return counted, calls
-
-
 def test_a_lambda_written_in_every_call_reuses_the_graph(tmp_path):
   """As many graphs as with one input_fn object passed to every call (the second training
   call builds the loop compiled: xla=None compiles a loop that later calls reuse)."""
@@ -90,7 +80,7 @@ def test_a_lambda_written_in_every_call_reuses_the_graph(tmp_path):
   train_fn, eval_fn = h.dataset_input_fn(x, y), h.dataset_input_fn(x, y, repeat=False)
   built = {}
   for written_anew in (False, True):
-    model_fn, calls = _counted(h.make_model_fn(tpu=True))
+    model_fn, calls = h.counting(h.make_model_fn(tpu=True))
     est = _estimator(tmp_path / str(written_anew), model_fn)
     pick = (lambda fn: lambda params: fn(params)) if written_anew else (lambda fn: fn)
     for _ in range(3):
@@ -108,7 +98,7 @@ def test_a_lambda_written_in_every_call_reuses_the_graph(tmp_path):
 def test_an_input_fn_over_other_data_reads_that_data(tmp_path):
   """A loop over data sets, each call's lambda closing over the loop's variable: not the
   kept call's input_fn, so the kept graph reads the new data (graph_cache.read_new_input)."""
-  model_fn, calls = _counted(h.make_model_fn(tpu=True))
+  model_fn, calls = h.counting(h.make_model_fn(tpu=True))
   est = _estimator(tmp_path, model_fn)
   x, y = h.make_data(80)
   est.train(h.dataset_input_fn(x, y), steps=4)

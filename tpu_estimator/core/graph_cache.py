@@ -361,26 +361,23 @@ def read_new_input(entry, key, graph, host_input, session_config):
   that would not equal a new graph.
 
   The new input's datasets are serialized (TensorFlow's own dataset graph, run in a session
-  of the new graph with `session_config`) and fed to the kept iterators' start (iterators.Restartable), so the
-  model is not traced again and the session keeps its executors.  This needs: every
-  iterator restartable over other data (not one prefetched to a GPU), the same number of
-  pipelines with the same element specs (types, shapes and structure), nothing else left in
-  the new graph by `input_fn` (a collection entry or variable `model_fn` could read), no op
-  keeping state in the new datasets (a shuffle or random map would restart its sequence here, go
-  on there), and datasets that can be serialized at all (a lookup table or a Python function
-  in them holds state of this process's session: that fails)."""
+  of the new graph with `session_config`) and fed to the kept iterators' start
+  (iterators.Restartable), so the model is not traced again and the session keeps its
+  executors.  This needs: every iterator restartable over other data (not one prefetched to a
+  GPU), the same number of pipelines with the same element specs (types, shapes and
+  structure), nothing else left in the new graph by `input_fn` (a collection entry or
+  variable `model_fn` could read), no op keeping state in the new datasets (a shuffle or
+  random map would restart its sequence here, go on there), and datasets that can be
+  serialized at all (a lookup table or a Python function in them holds state of this
+  process's session: that fails)."""
   kept = getattr(entry.parts, 'host_input', None)
-  if not hasattr(kept, 'iterators') or not getattr(host_input, 'iterators', None):
+  old, new = getattr(kept, 'iterators', None), getattr(host_input, 'iterators', None)
+  if not old or not new or len(old) != len(new) or not _input_only(graph):
     return False
-  if not _input_only(graph):
+  if not all(o.restartable_over_other_data and o.element_spec == n.element_spec
+             for o, n in zip(old, new)):
     return False
-  if len(kept.iterators) != len(host_input.iterators):
-    return False
-  new = host_input
-  if not all(old.restartable_over_other_data and old.element_spec == it.element_spec
-             for old, it in zip(kept.iterators, new.iterators)):
-    return False
-  serializations = [it.serialization() for it in new.iterators]
+  serializations = [iterator.serialization() for iterator in new]
   if _stateful_op(graph, serializations):
     return False
   try:
@@ -389,7 +386,7 @@ def read_new_input(entry, key, graph, host_input, session_config):
   except tf.errors.OpError as error:
     _log.debug('The new input cannot be read by the kept graph: %s', error.message)
     return False
-  for iterator, graph_def in zip(kept.iterators, graph_defs):
+  for iterator, graph_def in zip(old, graph_defs):
     iterator.read_instead(graph_def)
   entry.key = key
   return True
