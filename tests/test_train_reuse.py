@@ -179,6 +179,33 @@ def test_a_hook_building_ops_gets_a_new_graph_which_is_not_kept(tmp_path):
   assert model_fn.calls == 3 and est.get_variable_value('global_step') == 12
 
 
+@pytest.mark.parametrize('xla', [False, True])
+def test_training_on_other_data_of_the_same_structure_goes_on_in_the_kept_graph(tmp_path, xla):
+  """A new input_fn per call over other data (a day's files, a curriculum's stage): the kept
+  graph reads it; the weights equal those of new graphs for every call."""
+  x, y = make_data(96)
+  stages = [(x[:48], y[:48]), (x[48:], y[48:]), (x[:48], y[:48])]
+  weights = {}
+  for reuse in (True, False):
+    model_fn = _Counted(make_model_fn(tpu=True))
+    est = _estimator(tmp_path / str(reuse), model_fn, reuse=reuse, xla=xla)
+    for stage in stages:
+      est.train(dataset_input_fn(stage[0].copy(), stage[1].copy(), drop_remainder=True),
+                steps=3)
+    weights[reuse] = _weights(est)
+    assert model_fn.calls == (1 if reuse else len(stages))
+  _assert_same(weights[True], weights[False])
+  assert weights[True]['global_step'] == 9
+
+
+def test_training_on_a_seeded_shuffle_gets_a_new_graph(tmp_path):
+  input_fn, model_fn, est = _counted_estimator(tmp_path)
+  est.train(input_fn, steps=3)
+  x, y = make_data(96)
+  est.train(_shuffled_input_fn(x.copy(), y.copy(), seed=5), steps=3)
+  assert model_fn.calls == 2
+
+
 def test_saving_listeners_get_a_new_graph(tmp_path):
   input_fn, model_fn, est = _counted_estimator(tmp_path)
   listener = v1.train.CheckpointSaverListener()

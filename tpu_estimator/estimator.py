@@ -244,16 +244,15 @@ class Estimator:
     saved last, or another with the same variables (restored into it)."""
     if not self._config.reuse_train_graphs or not checkpoint:
       return None  # without a checkpoint a new graph initializes anew
-    entry = self._graph_cache.take(key)
-    if entry is not None and graph_cache.checkpoint_state(checkpoint) != entry.saved and \
-        not entry.fits(checkpoint):
-      entry.close()
-      return None
-    return entry
+    return _going_on_from(self._graph_cache.take(key), checkpoint)
 
   def _build_train(self, key, input_fn, listeners, checkpoint, compile_loop):
     with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
                                                                       host_input):
+      if checkpoint and not listeners:  # (a new graph would not be kept otherwise)
+        kept = self._kept_reading(key, graph, host_input, plan.replicas, checkpoint)
+        if kept is not None:
+          return kept
       built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
       if not checkpoint:
         warm_starting.apply(self._warm_start)
@@ -424,19 +423,25 @@ class Estimator:
       return self._entry(key, graph, built, host_input, parts,
                          [built.update] + list(values.values()))
 
-  def _kept_reading(self, key, graph, host_input, replicas):
+  def _kept_reading(self, key, graph, host_input, replicas, checkpoint=None):
     """The graph an earlier call kept for `key`'s mode and arguments but another `input_fn`,
     now reading the input this call built in its new `graph` (graph_cache.read_new_input,
-    in a session configured for `replicas`); None: the call goes on building its own."""
-    if not self._config.reuse_eval_graphs:
+    in a session configured for `replicas`); None: the call goes on building its own.
+    Training: only a graph that can go on from `checkpoint`, unseeded random ops allowed (as
+    for a kept training graph's own input)."""
+    training = key.mode == ModeKeys.TRAIN
+    if not (self._config.reuse_train_graphs if training else self._config.reuse_eval_graphs):
       return None
     entry = self._graph_cache.take_other_input(key)
+    if training:
+      entry = _going_on_from(entry, checkpoint)
     if entry is None:
       return None
     config = replicas.session_config(self._config.session_config, rewrites=False)
     reading = False
     try:
-      reading = graph_cache.read_new_input(entry, key, graph, host_input, config)
+      reading = graph_cache.read_new_input(entry, key, graph, host_input, config,
+                                           unseeded_ok=training)
     finally:
       if not reading:  # still kept for the calls it serves
         self._graph_cache.put(entry)
@@ -738,6 +743,16 @@ class _Parts:
   loop: bool = False
   compiled: bool = False
   host_input: object = None
+
+
+def _going_on_from(entry, checkpoint):
+  """A kept training `entry` (or None) if it can go on from `checkpoint`: the one it saved
+  last, or another with the same variables (restored into it); otherwise it is closed."""
+  if entry is not None and graph_cache.checkpoint_state(checkpoint) != entry.saved and \
+      not entry.fits(checkpoint):
+    entry.close()
+    return None
+  return entry
 
 
 def _graph_rewrites(entry):

@@ -30,9 +30,9 @@ A graph is kept only where reusing it is provably the same as rebuilding it, giv
   any other is evaluated in a new graph, as before.
 Anything else is built per call, as the original did.
 
-A call of evaluation or prediction with the same arguments but another `input_fn` calls it
-(in a new graph, as always) and, where its datasets have the kept ones' element specs and
-nothing in them keeps state, has the kept graph read them instead (`read_new_input`): the
+A call with the same arguments but another `input_fn` calls it (in a new graph, as always)
+and, where its datasets have the kept ones' element specs and nothing in them keeps state
+(training: nothing seeded), has the kept graph read them instead (`read_new_input`): the
 model is not traced again.
 """
 import os
@@ -355,7 +355,7 @@ def _close_all(entries, lock):
     entry.close()
 
 
-def read_new_input(entry, key, graph, host_input, session_config):
+def read_new_input(entry, key, graph, host_input, session_config, unseeded_ok=False):
   """Has the kept `entry` (its graph built for another `input_fn`) read the input this call
   just built in its new `graph` (`host_input`), and serve `key` from now on; False where
   that would not equal a new graph.
@@ -369,7 +369,8 @@ def read_new_input(entry, key, graph, host_input, session_config):
   variable `model_fn` could read), no op keeping state in the new datasets (a shuffle or
   random map would restart its sequence here, go on there), and datasets that can be
   serialized at all (a lookup table or a Python function in them holds state of this
-  process's session: that fails)."""
+  process's session: that fails).  `unseeded_ok` (training): unseeded random ops and shuffles
+  may run, as in a kept training graph's own input (`why_not_kept`)."""
   kept = getattr(entry.parts, 'host_input', None)
   old, new = getattr(kept, 'iterators', None), getattr(host_input, 'iterators', None)
   if not old or not new or len(old) != len(new) or not _input_only(graph):
@@ -378,7 +379,7 @@ def read_new_input(entry, key, graph, host_input, session_config):
              for o, n in zip(old, new)):
     return False
   serializations = [iterator.serialization() for iterator in new]
-  if _stateful_op(graph, serializations):
+  if _stateful_op(graph, serializations, unseeded_ok):
     return False
   try:
     with _v1.Session(graph=graph, config=session_config) as session:
