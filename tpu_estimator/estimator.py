@@ -437,7 +437,11 @@ class Estimator:
       entry = _going_on_from(entry, checkpoint)
     if entry is None:
       return None
+    # The session only serializes datasets: the replicas' devices (logical CPUs), no GPU (a
+    # GPU device made for every call would log its creation), ops placed where they can run.
     config = replicas.session_config(self._config.session_config, rewrites=False)
+    config.device_count['GPU'] = 0
+    config.allow_soft_placement = True
     reading = False
     try:
       reading = graph_cache.read_new_input(entry, key, graph, host_input, config,
