@@ -90,6 +90,7 @@ class Identity:
   reads."""
 
   def __init__(self, fn):
+    # Held while a graph built for it is kept: xla.Auto's weak set of kept input_fns finds it.
     self.fn = fn
     self._state = (_state(fn), _global_reads(fn))
 

@@ -181,9 +181,12 @@ class Key:
     self.input_fn = function_identity.Identity(input_fn)
     self.args = tuple(args)
 
+  def same_call(self, other):
+    """The same mode and arguments, whatever the `input_fn`."""
+    return self.mode == other.mode and self.args == other.args
+
   def matches(self, other):
-    return self.mode == other.mode and self.args == other.args and \
-        self.input_fn.same_as(other.input_fn)
+    return self.same_call(other) and self.input_fn.same_as(other.input_fn)
 
 
 class _KeptSession(_v1.Session):
@@ -316,21 +319,20 @@ class Cache:
     weakref.finalize(owner, _close_all, self._entries, self._lock)
 
   def take(self, key):
-    with self._lock:
-      entry = self._entries.get(key.mode)
-      if entry is None or not entry.key.matches(key):
-        return None
-      del self._entries[key.mode]
-      return entry
+    """The entry kept for `key` (taken out), or None."""
+    return self._take(key.mode, lambda kept: kept.matches(key))
 
   def take_other_input(self, key):
     """The entry kept for `key`'s mode and arguments whatever its `input_fn` (taken out), or
     None: a call with another input may have it read that input (`read_new_input`)."""
+    return self._take(key.mode, lambda kept: kept.same_call(key))
+
+  def _take(self, mode, accepts):
     with self._lock:
-      entry = self._entries.get(key.mode)
-      if entry is None or entry.key.mode != key.mode or entry.key.args != key.args:
+      entry = self._entries.get(mode)
+      if entry is None or not accepts(entry.key):
         return None
-      del self._entries[key.mode]
+      del self._entries[mode]
       return entry
 
   def put(self, entry):
