@@ -14,7 +14,10 @@ use_tpu=False; tpu1/tpu2: use_tpu=True on 1 or 2 logical CPU shards, iterations_
               ops): what `evaluate(input_fn=lambda: ...)` in a loop, or an EvalSpec with
               hooks, sees (median of R, after one such call built its graph).
    for evaluate and predict (every per-example dict consumed).
-2. train_and_evaluate: K evaluations (one every 100 steps, N examples each) of the small MLP,
+2. requests: predict() of R requests of 8 other rows each (a new input_fn over new arrays
+   of the same structure, as a service calls it), ms per call on the kept estimator (it reads
+   each request's input in the graph it kept) and with reuse_eval_graphs=False.
+3. train_and_evaluate: K evaluations (one every 100 steps, N examples each) of the small MLP,
    wall time with reuse on and off.
 benchmarks/vs_original.py reports the second evaluate() against the original's.
 """
@@ -25,6 +28,7 @@ import time
 import _common
 from _common import fmt
 import models as M
+import tensorflow as tf
 
 import tpu_estimator as te
 
@@ -79,6 +83,26 @@ def bench_calls(model_dir, sizes, rounds):
               flush=True)
 
 
+def _request(seed, rows=8):
+  """A predict input_fn over `rows` new examples (a request), of the usual structure."""
+  x, _ = M.make_data(SPEC, rows, seed=seed)
+  return lambda params: tf.data.Dataset.from_tensor_slices({'x': x}).batch(params['batch_size'])
+
+
+def bench_requests(model_dir, rounds):
+  print('\n## requests: predict() of 8 new rows per call, ms per call (median of %d)' % rounds)
+  print('  %-6s %9s %9s | %12s' % ('config', 'kept', 'rebuild', 'rebuild/kept'))
+  for config in CONFIGS:
+    times = {}
+    for reuse in (True, False):
+      est = _estimator(model_dir, config, reuse)
+      requests = [_request(seed) for seed in range(100, 101 + rounds)]
+      calls = [8 / _call(est, 'predict', input_fn, 8) for input_fn in requests]
+      times[reuse] = M.median(calls[1:]) * 1e3  # after the call that built the graph
+    print('  %-6s %9s %9s | %11sx' % (config, fmt(times[True], 1), fmt(times[False], 1),
+                                       fmt(times[False] / times[True], 2)), flush=True)
+
+
 def bench_train_and_evaluate(evaluations, n):
   print('\n## train_and_evaluate: %d evaluations of %d examples, one every 100 steps '
         '(wall s)' % (evaluations, n))
@@ -110,6 +134,7 @@ def main():
   model_dir = tempfile.mkdtemp(prefix='bench_reuse_')
   _estimator(model_dir, 'cpu', True).train(M.train_input_fn(SPEC), steps=100)
   bench_calls(model_dir, sizes, rounds)
+  bench_requests(model_dir, rounds * 3)
   bench_train_and_evaluate(5 if args.quick else 10, 2048)
 
 

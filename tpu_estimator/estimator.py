@@ -109,12 +109,15 @@ class Estimator:
     return graph
 
   @contextlib.contextmanager
-  def _call_graph(self, mode, input_fn, compile_loop=True):
+  def _call_graph(self, mode, input_fn, compile_loop=True, key=None, checkpoint=None):
     """The new graph of one call in `mode`, set up as every mode needs it, in this order: the
     call's plan (its replicas first), the global step (mirrored over the replicas) and its
     cached read, which TensorFlow's hooks fetch, made before anything reads it (so that a
     StepCounterHook passed to evaluate() builds no op: the graph can be kept), then the
-    input.  Yields (graph, plan, global_step, host_input) inside the graph.  A training graph
+    input.  Yields (graph, plan, global_step, host_input, kept) inside the graph.  With `key`
+    (the call's graph_cache.Key) a graph kept for the same call with another `input_fn` may
+    read this call's input instead (`_kept_reading`, with `checkpoint` for training): `kept`
+    is that graph's entry, and the input's iterators are not made; None: build.  A training graph
     is built under `RunConfig.device_fn` or, in a parameter-server cluster, the device function
     that puts its variables on the ps tasks, as the original built it.  Replicas planned for
     one computation raise `xla.NotCompilable` where the call cannot be built so
@@ -130,7 +133,11 @@ class Estimator:
         saving.cache_global_step_read(global_step)
         host_input = self._layout.host_input(input_fn, plan)
         with xla.central_build(plan.replicas, host_input.ungrouped):
-          yield graph, plan, global_step, host_input
+          kept = None if key is None else \
+              self._kept_reading(key, graph, host_input, plan.replicas, checkpoint)
+          if kept is None:
+            host_input.make_iterators()
+          yield graph, plan, global_step, host_input, kept
 
   def _session(self, replicas, scaffold, hooks, xla_step=False, inference=False,
                rewrites=True, **kwargs):
@@ -247,12 +254,11 @@ class Estimator:
     return _going_on_from(self._graph_cache.take(key), checkpoint)
 
   def _build_train(self, key, input_fn, listeners, checkpoint, compile_loop):
-    with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop) as (graph, plan, global_step,
-                                                                      host_input):
-      if checkpoint and not listeners:  # (a new graph would not be kept otherwise)
-        kept = self._kept_reading(key, graph, host_input, plan.replicas, checkpoint)
-        if kept is not None:
-          return kept
+    reading = key if checkpoint and not listeners else None  # (else a new graph is not kept)
+    with self._call_graph(ModeKeys.TRAIN, input_fn, compile_loop, reading, checkpoint) as (
+        graph, plan, global_step, host_input, kept):
+      if kept is not None:
+        return kept
       built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
       if not checkpoint:
         warm_starting.apply(self._warm_start)
@@ -409,9 +415,8 @@ class Estimator:
     return self._graph_cache.take(key)
 
   def _build_eval(self, key, input_fn, steps, compile_loop=True):
-    with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop) as (graph, plan, global_step,
-                                                                     host_input):
-      kept = self._kept_reading(key, graph, host_input, plan.replicas)
+    with self._call_graph(ModeKeys.EVAL, input_fn, compile_loop, key) as (
+        graph, plan, global_step, host_input, kept):
       if kept is not None:
         return kept
       built = _steps_of(plan).build_eval(plan, self._model_fn, host_input, steps)
@@ -425,7 +430,7 @@ class Estimator:
 
   def _kept_reading(self, key, graph, host_input, replicas, checkpoint=None):
     """The graph an earlier call kept for `key`'s mode and arguments but another `input_fn`,
-    now reading the input this call built in its new `graph` (graph_cache.read_new_input,
+    now reading the input this call prepared in its new `graph` (graph_cache.read_new_input,
     in a session configured for `replicas`); None: the call goes on building its own.
     Training: only a graph that can go on from `checkpoint`, unseeded random ops allowed (as
     for a kept training graph's own input)."""
@@ -597,9 +602,8 @@ class Estimator:
         entry = None
 
   def _build_predict(self, key, input_fn, predict_keys, compile_loop=True, reuse=True):
-    with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop) as (graph, plan, _,
-                                                                        host_input):
-      kept = self._kept_reading(key, graph, host_input, plan.replicas) if reuse else None
+    with self._call_graph(ModeKeys.PREDICT, input_fn, compile_loop, key if reuse else None) as (
+        graph, plan, _, host_input, kept):
       if kept is not None:
         return kept
       built = steps_lib.build_predict(plan, self._model_fn, host_input)

@@ -45,6 +45,7 @@ from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.core import function_identity
 from tpu_estimator.distribute import device_loop
+from tpu_estimator.distribute import iterators
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -359,8 +360,8 @@ def _close_all(entries, lock):
 
 def read_new_input(entry, key, graph, host_input, session_config, unseeded_ok=False):
   """Has the kept `entry` (its graph built for another `input_fn`) read the input this call
-  just built in its new `graph` (`host_input`), and serve `key` from now on; False where
-  that would not equal a new graph.
+  prepared in its new `graph` (`host_input`'s datasets: its iterators are not made), and
+  serve `key` from now on; False where that would not equal a new graph.
 
   The new input's datasets are serialized (TensorFlow's own dataset graph, run in a session
   of the new graph with `session_config`) and fed to the kept iterators' start
@@ -374,13 +375,13 @@ def read_new_input(entry, key, graph, host_input, session_config, unseeded_ok=Fa
   process's session: that fails).  `unseeded_ok` (training): unseeded random ops and shuffles
   may run, as in a kept training graph's own input (`why_not_kept`)."""
   kept = getattr(entry.parts, 'host_input', None)
-  old, new = getattr(kept, 'iterators', None), getattr(host_input, 'iterators', None)
+  old, new = getattr(kept, 'iterators', None), host_input.datasets
   if not old or not new or len(old) != len(new) or not _input_only(graph):
     return False
   if not all(o.restartable_over_other_data and o.element_spec == n.element_spec
              for o, n in zip(old, new)):
     return False
-  serializations = [iterator.serialization() for iterator in new]
+  serializations = [iterators.serialization(dataset) for dataset in new]
   if _stateful_op(graph, serializations, unseeded_ok):
     return False
   try:

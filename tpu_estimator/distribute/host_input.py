@@ -71,7 +71,8 @@ class HostInput:
     self._rows = rows
     self._uneven = uneven
     self._empty_stand_in = empty_stand_in
-    self._iterators = []
+    self._pipelines = []  # (dataset, device) of each iterator `make_iterators` makes
+    self._iterators = None
     self._tensors = None
     self._element_spec = None
     self.ungrouped = 'no group was asked for' if group is None else \
@@ -92,9 +93,10 @@ class HostInput:
             dataset = dataset.batch(micro_batches, drop_remainder=True)
           dataset = grouping.equal_shape_runs(dataset, group) if uneven else \
               dataset.batch(group)
-        self._iterators.append(_iterator(dataset, device if len(results) == 1 else None))
+        self._pipelines.append((dataset, device if len(results) == 1 else None))
     elif len(results) == 1 and not isinstance(results[0], tf.data.Dataset):
       self._tensors = results[0]
+      self._iterators = []
     else:
       raise errors.type_error('With PER_SHARD_V1 input every `input_fn` call must return a '
                               'tf.data.Dataset.', results=results)
@@ -177,31 +179,47 @@ class HostInput:
     return tf.equal(_batch_size_of(features, _axes_for(features, self._axis(0))), self._rows)
 
   @property
+  def datasets(self):
+    """The datasets the iterators read, one per pipeline (ready before the iterators are)."""
+    return [dataset for dataset, _ in self._pipelines]
+
+  def make_iterators(self):
+    """Makes the iterators over `datasets` in the current graph and device scope (once).
+    Apart from `__init__`: a call whose input a kept graph reads instead
+    (graph_cache.read_new_input) needs only the datasets, and an iterator's copies took ~4 ms
+    of such a call's ~12 to make."""
+    if self._iterators is None:
+      self._iterators = [_iterator(dataset, device) for dataset, device in self._pipelines]
+
+  @property
   def iterators(self):
     """The input's iterators (iterators.Restartable), one per pipeline; none where `input_fn`
     returned tensors."""
+    if self._iterators is None:
+      raise RuntimeError('HostInput.make_iterators() must run before the input is read.')
     return list(self._iterators)
 
   @property
   def hooks(self):
-    if not self._iterators:
+    if not self.iterators:
       return []
-    return [iterators.InputStartHook(self._iterators)]
+    return [iterators.InputStartHook(self.iterators)]
 
   def _elements_per_step(self):
     """(iterator, count) pairs: how many elements one step takes from each iterator."""
+    its = self.iterators
     if self._mode == InputPipelineConfig.PER_HOST_V2:
-      return [(self._iterators[0], self._n)]
-    if self._mode == InputPipelineConfig.PER_SHARD_V1 and len(self._iterators) > 1:
-      return [(it, 1) for it in self._iterators]
-    return [(self._iterators[0], 1)]
+      return [(its[0], self._n)]
+    if self._mode == InputPipelineConfig.PER_SHARD_V1 and len(its) > 1:
+      return [(it, 1) for it in its]
+    return [(its[0], 1)]
 
   def next_batch(self):
     """`(features, labels)` for one device and one step per `session.run`; `get_next()` raises
     OutOfRangeError at the end of a dataset, which ends the run as in the original."""
     if self._tensors is not None:
       return split_features_labels(self._tensors)
-    return split_features_labels(self._iterators[0].get_next())
+    return split_features_labels(self.iterators[0].get_next())
 
   def next_replica_inputs(self):
     """Builds the ops for one training step: `[(features, labels, rows)]`, one per replica.
@@ -218,13 +236,13 @@ class HostInput:
   def next_group(self):
     """The flat input tensors of up to `group` steps, each [steps, ...] (fewer steps at the end
     of the input; OutOfRangeError when there is none left)."""
-    return tf.nest.flatten(self._iterators[0].get_next())
+    return tf.nest.flatten(self.iterators[0].get_next())
 
   def next_run(self):
     """(flat input tensors, steps) of a group of evaluation/prediction batches of one shape:
     each tensor [group, ...] of which the first `steps` are batches (OutOfRangeError when
     there is none left)."""
-    element, steps = self._iterators[0].get_next()
+    element, steps = self.iterators[0].get_next()
     return tf.nest.flatten(element), steps
 
   def inputs_at(self, tensors):

@@ -101,14 +101,6 @@ class Restartable:
     """Whether a kept session can start this iterator over another dataset (`read_instead`)."""
     return self._swap is not None
 
-  def serialization(self):
-    """An op serializing this iterator's dataset (to run in its graph's session): what a kept
-    graph's iterator is given to read instead (`read_instead`).  Its run fails where the
-    dataset holds state of the session's (a table, a Python function): that one cannot move."""
-    return tf.raw_ops.DatasetToGraphV2(
-        input_dataset=tf.data.experimental.to_variant(self._dataset),
-        external_state_policy=2, strip_device_assignment=True)  # 2: fail on external state
-
   def read_instead(self, graph_def):
     """Kept calls from now on start their copy over the dataset serialized in `graph_def` (of
     this iterator's element spec), or over this iterator's own dataset (None)."""
@@ -166,6 +158,15 @@ class Restartable:
                               name='tpu_estimator_input_release')
     thread.start()  # not a daemon: the interpreter's exit waits for it, then closes sessions
     self._threads[index] = thread
+
+
+def serialization(dataset):
+  """An op serializing `dataset` (to run in its graph's session): what a kept graph's
+  iterator is given to read instead (`Restartable.read_instead`).  Its run fails where the
+  dataset holds state of the session's (a table, a Python function): that one cannot move."""
+  return tf.raw_ops.DatasetToGraphV2(
+      input_dataset=tf.data.experimental.to_variant(dataset),
+      external_state_policy=2, strip_device_assignment=True)  # 2: fail on external state
 
 
 def _start_over_fed_data(fed_copy, current, fed_handle):
