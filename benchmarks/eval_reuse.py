@@ -16,12 +16,15 @@ use_tpu=False; tpu1/tpu2: use_tpu=True on 1 or 2 logical CPU shards, iterations_
    for evaluate and predict (every per-example dict consumed).
 2. requests: predict() of R requests of 8 other rows each (a new input_fn over new arrays
    of the same structure, as a service calls it), ms per call on the kept estimator (it reads
-   each request's input in the graph it kept) and with reuse_eval_graphs=False.
+   each request's input in the graph it kept, and restores nothing while the checkpoint is
+   the one it holds) and with reuse_eval_graphs=False; the small MLP in each configuration,
+   and a wide MLP (106M parameters, a 424 MB checkpoint, as large as BERT-base's) on cpu.
 3. train_and_evaluate: K evaluations (one every 100 steps, N examples each) of the small MLP,
    wall time with reuse on and off.
 benchmarks/vs_original.py reports the second evaluate() against the original's.
 """
 import argparse
+import shutil
 import tempfile
 import time
 
@@ -89,18 +92,47 @@ def _request(seed, rows=8):
   return lambda params: tf.data.Dataset.from_tensor_slices({'x': x}).batch(params['batch_size'])
 
 
+WIDE = 10240  # the wide model's hidden layers: 106M parameters, a 424 MB checkpoint
+
+
+def _wide_model_fn(features, labels, mode, params):
+  """64-10240-10240-10 (no optimizer: its one training step only writes a checkpoint)."""
+  del labels, params
+  net = features['x']
+  for index, units in enumerate((WIDE, WIDE, SPEC.sizes[-1])):
+    kernel = tf.compat.v1.get_variable('dense%d/kernel' % index, [net.shape[1], units])
+    net = tf.matmul(net, kernel)
+    net = tf.nn.relu(net) if units == WIDE else net
+  if mode == te.ModeKeys.PREDICT:
+    return te.EstimatorSpec(mode, predictions={'classes': tf.argmax(net, 1)})
+  step = tf.compat.v1.train.get_global_step()
+  return te.EstimatorSpec(mode, loss=tf.reduce_mean(net),
+                          train_op=tf.compat.v1.assign_add(step, 1))
+
+
+def _wide(model_dir, reuse):
+  config = M.estimator_config(te, model_dir, None, 100).replace(reuse_eval_graphs=reuse)
+  return te.Estimator(_wide_model_fn, config=config, params={'batch_size': 8})
+
+
 def bench_requests(model_dir, rounds):
   print('\n## requests: predict() of 8 new rows per call, ms per call (median of %d)' % rounds)
-  print('  %-6s %9s %9s | %12s' % ('config', 'kept', 'rebuild', 'rebuild/kept'))
-  for config in CONFIGS:
+  print('  %-11s %9s %9s | %12s' % ('model', 'kept', 'rebuild', 'rebuild/kept'))
+  wide_dir = tempfile.mkdtemp(prefix='bench_reuse_wide_')
+  _wide(wide_dir, True).train(_request(0), steps=1)
+  rows = [('small ' + config, lambda reuse, c=config: _estimator(model_dir, c, reuse))
+          for config in CONFIGS]
+  rows.append(('wide cpu', lambda reuse: _wide(wide_dir, reuse)))
+  for label, make in rows:
     times = {}
     for reuse in (True, False):
-      est = _estimator(model_dir, config, reuse)
+      est = make(reuse)
       requests = [_request(seed) for seed in range(100, 101 + rounds)]
       calls = [8 / _call(est, 'predict', input_fn, 8) for input_fn in requests]
       times[reuse] = M.median(calls[1:]) * 1e3  # after the call that built the graph
-    print('  %-6s %9s %9s | %11sx' % (config, fmt(times[True], 1), fmt(times[False], 1),
-                                       fmt(times[False] / times[True], 2)), flush=True)
+    print('  %-11s %9s %9s | %11sx' % (label, fmt(times[True], 1), fmt(times[False], 1),
+                                        fmt(times[False] / times[True], 2)), flush=True)
+  shutil.rmtree(wide_dir, ignore_errors=True)
 
 
 def bench_train_and_evaluate(evaluations, n):

@@ -527,11 +527,14 @@ class Estimator:
     model's shapes against it.  If the latest checkpoint (not an `explicit` one) was deleted
     before it could be pinned, the new latest is restored instead.  Errors name `checkpoint`,
     never the snapshot.  A graph kept by an earlier call (`entry`) restores into its open
-    session; `graph_cache.Stale` when the checkpoint's variables are not those it restored."""
+    session (none where that session holds the checkpoint's values already: the same files
+    restored, `Entry.holds_values_of`); `graph_cache.Stale` when the checkpoint's variables are
+    not those it restored."""
     def restore(checkpoint, snapshot):
-      if entry is not None and entry.session is not None and not entry.fits(snapshot):
-        raise graph_cache.Stale(checkpoint)
-      restoring.check_shapes(snapshot, checkpoint)
+      if entry is None or not entry.holds_values_of(snapshot):  # (else checked when restored)
+        if entry is not None and entry.session is not None and not entry.fits(snapshot):
+          raise graph_cache.Stale(checkpoint)
+        restoring.check_shapes(snapshot, checkpoint)
       if what == 'evaluate':
         _log.info('Starting evaluation, restoring parameters from %s', checkpoint)
       rewrites = _graph_rewrites(entry)

@@ -44,6 +44,7 @@ import tensorflow as tf
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.core import function_identity
+from tpu_estimator.core import held_checkpoint
 from tpu_estimator.distribute import device_loop
 from tpu_estimator.distribute import iterators
 
@@ -217,12 +218,31 @@ class Entry:
     self.session = None
     self.signature = None
     self.saved = None  # training: `checkpoint_state` of the checkpoint the session holds
+    self.holds = None  # otherwise: `held_checkpoint.identity` of the checkpoint restored last
+    self._may_change = None  # whether the graph may write restored variables (found once)
     self.calls = 0
 
   def creator(self, checkpoint_path, master, session_config):
     if self.key.mode == 'train':
       return _TrainCreator(self, checkpoint_path, master, session_config)
     return _Creator(self, checkpoint_path, master, session_config)
+
+  def holds_values_of(self, checkpoint_path):
+    """Whether the session holds `checkpoint_path`'s values already: an earlier call restored
+    these very files, and nothing in the graph can have changed them since (an evaluation or
+    prediction needs no restore then)."""
+    if self.session is None or self.holds is None or \
+        self.holds != held_checkpoint.identity(checkpoint_path):
+      return False
+    if self._may_change is None:
+      saver = self.scaffold.saver
+      try:
+        self._may_change = saver is None or held_checkpoint.may_change_restored(
+            self.graph, saver, [self.scaffold.init_op])
+      except (KeyError, ValueError) as error:  # an op or attribute it cannot read: restore
+        _log.debug('Restoring at every call: %s', error)
+        self._may_change = True
+    return not self._may_change
 
   def fits(self, checkpoint_path):
     """Whether `checkpoint_path` restores into this graph as into a new one."""
@@ -272,9 +292,13 @@ class _Creator(_v1.train.SessionCreator):
 
   def create_session(self):
     session, fresh = self._open()
+    entry = self._entry
     if fresh:
-      self._entry.signature = checkpoint_signature(self._path)
-    self._entry.scaffold.saver.restore(session, self._path)
+      entry.signature = checkpoint_signature(self._path)
+    if fresh or not entry.holds_values_of(self._path):
+      entry.holds = None
+      entry.scaffold.saver.restore(session, self._path)
+      entry.holds = held_checkpoint.identity(self._path)
     return self._ready(session)
 
 
