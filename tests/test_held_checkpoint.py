@@ -155,6 +155,13 @@ def _in_branch(use):
   tf.cond(tf.constant(True), lambda: use(v), lambda: tf.zeros([2]))
 
 
+def _other_handle():
+  v = _resource()
+  handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[2], shared_name=v.handle.op.get_attr(
+      'shared_name').decode())
+  return tf.raw_ops.AssignVariableOp(resource=handle, value=[0.0, 0.0])
+
+
 GRAPHS = {  # what the graph does with `v`: whether it may change it
     'read': (lambda: tf.identity(_resource().read_value()), False),
     'gathered': (lambda: v1.gather(_resource(), [0]), False),
@@ -166,6 +173,7 @@ GRAPHS = {  # what the graph does with `v`: whether it may change it
     'assigned in a branch': (lambda: _in_branch(lambda v: v.assign([0.0, 0.0])), True),
     'reference read': (lambda: _reference() * 2.0, False),
     'reference assigned': (lambda: v1.assign(_reference(), [0.0, 0.0]), True),
+    'assigned through another handle': (_other_handle, True),
 }
 
 

@@ -43,7 +43,12 @@ def may_change_restored(graph, saver, initializers):
   restore = graph.get_operation_by_name(saver.saver_def.restore_op_name)
   exempt = _upstream([restore] + list(initializers))
   functions = _Functions(graph)
-  tensors = [t for op in _upstream([restore]) if op.type in _VARIABLES for t in op.outputs]
+  # Every op naming a restored variable (another handle op with its shared name too).
+  restored = {_variable_name(op) for op in _upstream([restore]) if op.type in _VARIABLES}
+  if functions.name_variables(restored):
+    return True
+  tensors = [t for op in graph.get_operations()
+             if op.type in _VARIABLES and _variable_name(op) in restored for t in op.outputs]
   seen = set()
   while tensors:
     tensor = tensors.pop()
@@ -64,6 +69,17 @@ def _handle(tensor):
   """Whether `tensor` can change a variable: a resource handle or a reference (a value read
   from a reference variable cannot)."""
   return tensor.dtype == tf.resource or tensor.dtype != tensor.dtype.base_dtype
+
+
+def _variable_name(op):
+  """What the variable an op creates or looks up is shared under (its container and shared
+  name; the op's own name where it has none, as TensorFlow does)."""
+  def attr(name):
+    try:
+      return op.get_attr(name).decode()
+    except ValueError:
+      return ''
+  return attr('container'), attr('shared_name') or op.name
 
 
 def _upstream(ops):
@@ -151,8 +167,26 @@ class _Functions:
 
   def __init__(self, graph):
     self._graph = graph
-    self._library = None  # read at the first function followed
+    self._library = None  # read when first needed
     self._done = {}
+
+  def name_variables(self, names):
+    """Whether a function makes its own handle to a variable named in `names` (container,
+    shared name) rather than taking one as an argument."""
+    for fdef in self.library().values():
+      for node in fdef.node_def:
+        if node.op in _VARIABLES:
+          shared = node.attr['shared_name'].s.decode() if 'shared_name' in node.attr else ''
+          container = node.attr['container'].s.decode() if 'container' in node.attr else ''
+          if shared and (container, shared) in names:
+            return True
+    return False
+
+  def library(self):
+    if self._library is None:
+      self._library = {f.signature.name: f
+                       for f in self._graph.as_graph_def().library.function}
+    return self._library
 
   def changes(self, name, arg_index):
     """The indices of function `name`'s outputs that return its argument `arg_index` (a
@@ -164,10 +198,7 @@ class _Functions:
     return self._done[key]
 
   def _follow(self, name, arg_index):
-    if self._library is None:
-      self._library = {f.signature.name: f
-                       for f in self._graph.as_graph_def().library.function}
-    fdef = self._library.get(name)
+    fdef = self.library().get(name)
     if fdef is None or arg_index >= len(fdef.signature.input_arg):
       return None
     tracked = {fdef.signature.input_arg[arg_index].name}
