@@ -4,9 +4,10 @@
   `from tensorflow.contrib import X as contrib_X`) WITHOUT --tf1, on one device and sharded
   over 2 logical CPUs, which must agree;
 - contrib_tf113_cnn.py: TF 1.13 style (`import tensorflow as tf`, `tf.contrib.X.name`, deep
-  `tensorflow.contrib.tpu.python.tpu` paths, slim arg_scope) with --tf1, sharded.
+  `tensorflow.contrib.tpu.python.tpu` paths, slim arg_scope) with --tf1, sharded and on one
+  replica's device loop.
 Each trains, evaluates, predicts and exports; checkpoints must hold TF 1.x's variable names.
-Three processes, two at a time."""
+Four processes, two at a time."""
 import json
 import os
 import subprocess
@@ -48,6 +49,8 @@ def runs():
       ('tf115_sharded', argv('tf115_sharded', 'contrib_tf115_classifier.py',
                              hparams + SHARDED)),
       ('tf113_sharded', argv('tf113_sharded', 'contrib_tf113_cnn.py', SHARDED, tf1=True)),
+      ('tf113_single', argv('tf113_single', 'contrib_tf113_cnn.py',
+                            ['--use_tpu', '--num_shards=1'], tf1=True)),
   ]
   running, results = {}, {}
   deadline = time.time() + TIMEOUT
@@ -149,8 +152,11 @@ def test_tf115_sharded_run_equals_the_single_device_run(runs):
   np.testing.assert_allclose(sharded['predictions'], single['predictions'], atol=tol)
 
 
-def test_tf113_program_runs_with_tf1_sharded(runs):
-  report = _report(runs, 'tf113_sharded')
+@pytest.mark.parametrize('name', ['tf113_sharded', 'tf113_single'])
+def test_tf113_program_runs_with_tf1_in_device_loops(runs, name):
+  """Sharded, and on one replica, whose device loop once failed under --tf1: its global step
+  was a reference variable, which the loop's function cannot assign."""
+  report = _report(runs, name)
   assert report['executing_eagerly'] is False
   # tf.contrib.layers' scopes (Conv, BatchNorm with scale=True, fully_connected) and
   # MomentumW's slot, as TF 1.x named them

@@ -121,9 +121,14 @@ class Estimator:
     is built under `RunConfig.device_fn` or, in a parameter-server cluster, the device function
     that puts its variables on the ps tasks, as the original built it.  Replicas planned for
     one computation raise `xla.NotCompilable` where the call cannot be built so
-    (`xla.central_build`): it is built again on mirrored replicas."""
+    (`xla.central_build`): it is built again on mirrored replicas.  The variables of a call
+    with a device loop (TPUEstimator with use_tpu=True) are resource variables, as the
+    original made them on TPU, even under `disable_v2_behavior()`: the loop is a function, in
+    which a reference variable (the global step) cannot be assigned."""
     with self._graph().as_default() as graph:
       plan = self._layout.plan(mode, self._config, compile_loop)
+      if plan.sharded:  # a device loop's variables, as the original's on TPU (see below)
+        _v1.get_variable_scope().set_use_resource(True)
       device_fn = None
       if mode == ModeKeys.TRAIN:
         device_fn = self._config.device_fn or getattr(plan.replicas, 'device_fn', None)
