@@ -106,6 +106,26 @@ def test_uncompilable_op_falls_back_with_a_logged_reason(tmp_path, caplog, extra
                              rtol=1e-6)
 
 
+def _counting_aside(features, labels, mode, params):
+  """Adds 1 to a variable in an op no output needs: a session never runs it."""
+  counter = v1.get_variable('counter', [], initializer=tf.zeros_initializer(), trainable=False)
+  counter.assign_add(1.0)
+  return make_model_fn(tpu=True)(features, labels, mode, params)
+
+
+def test_variable_updates_no_output_needs_are_not_compiled_into_the_loop(tmp_path, caplog):
+  """A compiled computation runs every op in it: the loop goes on without XLA, with one
+  warning naming the update, and trains as the uncompiled loop (the counter never runs)."""
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    est, spy = _train(tmp_path / 'xla', _counting_aside, True)
+  reasons = [r.getMessage() for r in caplog.records if 'variable updates' in r.getMessage()]
+  assert len(reasons) == 1 and 'AssignAddVariableOp' in reasons[0], reasons
+  assert spy.whole_loop_runs == 0
+  plain, _ = _train(tmp_path / 'plain', _counting_aside, False)
+  assert est.get_variable_value('counter') == plain.get_variable_value('counter') == 0
+  _assert_same_training(est, plain)
+
+
 def test_summaries_in_model_fn_do_not_stop_compilation(tmp_path, caplog):
   def extra(x):
     v1.summary.scalar('mean_x', tf.reduce_mean(x))

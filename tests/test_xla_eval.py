@@ -157,6 +157,26 @@ def test_uncompilable_model_runs_uncompiled_with_one_warning(model_dir, caplog):
   _assert_same_predictions(out, _predict(model_dir, model_fn, False)[0])
 
 
+def _optimizer_in_every_mode(features, labels, mode, params):
+  """Builds its optimizer's update in evaluation too (returned only in training, as many
+  model_fns do): a session never runs it there."""
+  spec = make_model_fn(tpu=True)(features, labels, mode, params)
+  if mode == te.ModeKeys.EVAL:
+    tf.compat.v1.train.GradientDescentOptimizer(0.5).minimize(spec.loss)
+  return spec
+
+
+def test_evaluation_with_updates_no_output_needs_runs_uncompiled(model_dir, caplog):
+  """Compiled, the update would run at every batch (every op of a computation runs) and the
+  metrics would come from weights changing under them: one warning, the uncompiled results."""
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    results, spy = _evaluate(model_dir, _optimizer_in_every_mode, True)
+  warnings = _warnings(caplog)
+  assert len(warnings) == 1 and 'variable updates' in warnings[0], warnings
+  assert spy.compiled_runs == 0
+  _assert_same_results(results, _evaluate(model_dir, make_model_fn(tpu=True), False)[0])
+
+
 def test_logical_cpu_replicas_compile_evaluation_and_prediction(model_dir, caplog):
   """Two logical CPU replicas run the loop as one computation, their variables on the first
   device: the short final batch spread over them as uncompiled (6 rows: one replica gets

@@ -14,6 +14,8 @@ import os
 
 import tensorflow as tf
 
+from tpu_estimator.core import variable_writes
+
 # Ops that read a variable through its resource handle without changing it.
 _READS = frozenset(['ReadVariableOp', 'ResourceGather', 'ResourceGatherNd', 'VarIsInitializedOp',
                     'VariableShape', 'IsVariableInitialized'])
@@ -41,10 +43,11 @@ def may_change_restored(graph, saver, initializers):
   itself and the ops `initializers` run (the scaffold's init op: the global variables'
   initializers)."""
   restore = graph.get_operation_by_name(saver.saver_def.restore_op_name)
-  exempt = _upstream([restore] + list(initializers))
+  exempt = variable_writes.upstream([restore] + list(initializers))
   functions = _Functions(graph)
   # Every op naming a restored variable (another handle op with its shared name too).
-  restored = {_variable_name(op) for op in _upstream([restore]) if op.type in _VARIABLES}
+  restored = {_variable_name(op) for op in variable_writes.upstream([restore])
+              if op.type in _VARIABLES}
   if functions.name_variables(restored):
     return True
   tensors = [t for op in graph.get_operations()
@@ -80,19 +83,6 @@ def _variable_name(op):
     except ValueError:
       return ''
   return attr('container'), attr('shared_name') or op.name
-
-
-def _upstream(ops):
-  """`ops` and every op they depend on (inputs and control inputs)."""
-  found, stack = set(), list(ops)
-  while stack:
-    op = stack.pop()
-    if op is None or op in found:
-      continue
-    found.add(op)
-    stack.extend(t.op for t in op.inputs)
-    stack.extend(op.control_inputs)
-  return found
 
 
 def _consumer(op, indices, functions):

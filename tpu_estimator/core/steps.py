@@ -16,6 +16,7 @@ from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.core import host_calls
 from tpu_estimator.core import model_fn as model_fn_lib
+from tpu_estimator.core import variable_writes
 from tpu_estimator.distribute import device_loop
 from tpu_estimator.distribute import gather
 from tpu_estimator.distribute import xla
@@ -181,11 +182,16 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
     host_tensors = spec.host_call[1] if spec.host_call is not None else ()
     return loss, host_tensors
 
+  whole = xla.whole_loop(plan.xla, host_input.ungrouped)
+
   def run_step(values):
     start = len(captured.get('step_ops', ()))
     outs = _recording(captured,
                       lambda: gather.per_replica(plan.replicas, replica_step, values))
     global_step_reads_first(captured['step_ops'][start:], global_step)
+    if whole:
+      _check_no_stray_writes(captured['step_ops'][start:], outs,
+                             'neither its loss nor its train_op needs')
     loss = gather.mean_loss([o[0] for o in outs])
     host_call = captured['spec'].host_call
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
@@ -206,7 +212,6 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
         loss = tf.identity(loss)
     return loss
 
-  whole = xla.whole_loop(plan.xla, host_input.ungrouped)
   iterations, steps_run, loss, host = _loop(plan, host_input, run_step, replica_step,
                                             captured, whole)
   if host is not None:  # a compiled loop's host_call, run for each of its steps after it
@@ -437,9 +442,23 @@ def _collect(plan, host_input, outputs, iterations, captured):
 def _compilable_outputs(captured, fn):
   """`fn()`'s outputs, its ops recorded (`_recording`); `xla.NotCompilable` where an output
   cannot leave a compiled computation (a string)."""
+  start = len(captured.get('step_ops', ()))
   result = _recording(captured, fn)
   xla.check_outputs(result)
+  _check_no_stray_writes(captured['step_ops'][start:], result, 'no output of its step needs')
   return result
+
+
+def _check_no_stray_writes(operations, outputs, unused):
+  """Raises `xla.NotCompilable` where `operations` (model_fn's step) update variables that
+  `outputs` do not need (`unused` says so in the reason): uncompiled, TensorFlow never runs
+  them, nor did the original (an optimizer built in every mode, say); a compiled loop would
+  run them at every step (core/variable_writes.py)."""
+  stray = variable_writes.stray(operations, outputs)
+  if stray:
+    raise xla.NotCompilable(
+        'model_fn builds variable updates (%s) that %s: compiled, they would run at every '
+        'step' % (', '.join(stray), unused), model=True)
 
 
 # ---------------------------------------------------------------------------------------------
