@@ -109,10 +109,11 @@ def checked_predictions(predictions, rows):
     if tensor.shape.rank is None:
       continue
     rows_known = tf.get_static_value(rows)
-    if rows_known is not None and tensor.shape[0] is not None and tensor.shape[0] != rows_known:
+    size = tf.compat.dimension_value(tensor.shape[0])
+    if rows_known is not None and size is not None and size != rows_known:
       raise errors.value_error(
           'Batch length of predictions should be the same for every key: `%s` has %d rows '
-          'but the shard was fed %d.' % (what, tensor.shape[0], rows_known), fix,
+          'but the shard was fed %d.' % (what, size, rows_known), fix,
           **{what: tensor})
     length = tf.gather(tf.shape(tensor), 0)
     checks.append(tf.debugging.Assert(

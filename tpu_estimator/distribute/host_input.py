@@ -127,9 +127,9 @@ class HostInput:
     """The batch size, when known while building the graph, must fit the shards."""
     features, _ = split_features_labels(structure)
     for item, axis in zip(tf.nest.flatten(features), _axes_for(features, self._axis(0))):
-      shape = item.shape
-      if shape.rank is not None and shape[axis] is not None and shape[axis] > self._rows:
-        raise self._too_many_rows(shape[axis])
+      size = _dimension(item.shape, axis)
+      if size is not None and size > self._rows:
+        raise self._too_many_rows(size)
       break
 
   def _checked_rows(self, rows):
@@ -163,11 +163,12 @@ class HostInput:
 
     features, _ = split_features_labels(dataset.element_spec)
     for spec, axis in zip(tf.nest.flatten(features), _axes_for(features, self._axis(0))):
-      known = spec.shape.rank is not None and spec.shape[axis] is not None
-      if known and spec.shape[axis] != rows:
+      size = _dimension(spec.shape, axis)
+      known = size is not None
+      if known and size != rows:
         raise errors.value_error(
             'input_fn batches must have params["batch_size"] rows to be split over the shards.',
-            'Batch the dataset with params["batch_size"].', batch_rows=spec.shape[axis],
+            'Batch the dataset with params["batch_size"].', batch_rows=size,
             params_batch_size=rows, num_shards=shards)
       if known:
         return dataset
@@ -398,8 +399,9 @@ def _why_not_grouped(results, num_replicas, group, uneven=False, rows=None,
         not all(s[1:].is_fully_defined() for s in shapes):
       return ('the dataset\'s elements have no static shape past their first axis (give '
               'every tensor a batch axis and static other dimensions)')
-    shapes = [tf.TensorShape([s[0] if s[0] is not None else rows or 1]).concatenate(s[1:])
-              for s in shapes]
+    firsts = [_dimension(s, 0) for s in shapes]
+    shapes = [tf.TensorShape([rows or 1 if first is None else first]).concatenate(s[1:])
+              for first, s in zip(firsts, shapes)]
   elif not all(s.is_fully_defined() for s in shapes):
     return ('the dataset\'s elements have no static shape (batch it with '
             'drop_remainder=True)')
@@ -409,6 +411,14 @@ def _why_not_grouped(results, num_replicas, group, uneven=False, rows=None,
     return ('the input of %d steps (iterations_per_loop) would take %d MiB, more than %d MiB' %
             (group, size >> 20, GROUP_BYTES >> 20))
   return None
+
+
+def _dimension(shape, axis):
+  """`shape[axis]` as an int, None where unknown (also for TensorFlow 1's `Dimension`s under
+  `disable_v2_behavior()`, where `shape[axis]` is never None)."""
+  if shape.rank is None:
+    return None
+  return tf.compat.dimension_value(shape[axis])
 
 
 def _device_friendly(spec):
