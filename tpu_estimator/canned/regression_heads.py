@@ -34,8 +34,8 @@ class RegressionHead(head_base.Head):
     if labels.dtype == tf.string:
       raise errors.value_error('Regression labels must be numbers.', labels_dtype='string')
     labels = tf.cast(labels, tf.float32)
-    if labels.shape.rank is not None and labels.shape[-1] is not None and \
-        labels.shape[-1] != self._logits_dimension:
+    last = tf.compat.dimension_value(labels.shape[-1]) if labels.shape.rank else None
+    if last is not None and last != self._logits_dimension:
       raise errors.value_error('labels shape must be [batch_size, %d] (label_dimension).'
                                % self._logits_dimension, labels_shape=labels.shape.as_list())
     return labels
