@@ -16,18 +16,19 @@ v1 = tf.compat.v1
 BATCH = 16
 
 
-def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3, **kwargs):
+def _estimator(model_dir, model_fn, use_xla, shards=1, ipl=3, accumulate=1, **kwargs):
   config = te.RunConfig(model_dir=str(model_dir), tf_random_seed=1, **kwargs,
                         tpu_config=te.TPUConfig(iterations_per_loop=ipl, num_shards=shards,
-                                                xla=use_xla))
+                                                xla=use_xla,
+                                                gradient_accumulation_steps=accumulate))
   return te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=BATCH)
 
 
 def _train(model_dir, model_fn, use_xla, shards=1, steps=5, static=True, rows=96,
-           repeat=True):
+           repeat=True, accumulate=1):
   """Trains to `steps`; `static`: the input batched with drop_remainder=True."""
   x, y = make_data(rows)
-  est = _estimator(model_dir, model_fn, use_xla, shards)
+  est = _estimator(model_dir, model_fn, use_xla, shards, accumulate=accumulate)
   spy = XlaRunSpy()
   est.train(dataset_input_fn(x, y, drop_remainder=static, repeat=repeat), max_steps=steps,
             hooks=[spy])
@@ -113,15 +114,18 @@ def _counting_aside(features, labels, mode, params):
   return make_model_fn(tpu=True)(features, labels, mode, params)
 
 
-def test_variable_updates_no_output_needs_are_not_compiled_into_the_loop(tmp_path, caplog):
+@pytest.mark.parametrize('accumulate', [1, 2])
+def test_variable_updates_no_output_needs_are_not_compiled_into_the_loop(tmp_path, caplog,
+                                                                         accumulate):
   """A compiled computation runs every op in it: the loop goes on without XLA, with one
-  warning naming the update, and trains as the uncompiled loop (the counter never runs)."""
+  warning naming the update, and trains as the uncompiled loop (the counter never runs), with
+  gradient accumulation too."""
   with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
-    est, spy = _train(tmp_path / 'xla', _counting_aside, True)
+    est, spy = _train(tmp_path / 'xla', _counting_aside, True, accumulate=accumulate)
   reasons = [r.getMessage() for r in caplog.records if 'variable updates' in r.getMessage()]
   assert len(reasons) == 1 and 'AssignAddVariableOp' in reasons[0], reasons
   assert spy.whole_loop_runs == 0
-  plain, _ = _train(tmp_path / 'plain', _counting_aside, False)
+  plain, _ = _train(tmp_path / 'plain', _counting_aside, False, accumulate=accumulate)
   assert est.get_variable_value('counter') == plain.get_variable_value('counter') == 0
   _assert_same_training(est, plain)
 

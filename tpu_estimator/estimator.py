@@ -127,7 +127,7 @@ class Estimator:
     which a reference variable (the global step) cannot be assigned."""
     with self._graph().as_default() as graph:
       plan = self._layout.plan(mode, self._config, compile_loop)
-      if plan.sharded:  # a device loop's variables, as the original's on TPU (see below)
+      if plan.sharded:  # a device loop's variables, as the original's on TPU (docstring)
         _v1.get_variable_scope().set_use_resource(True)
       device_fn = None
       if mode == ModeKeys.TRAIN:

@@ -190,8 +190,7 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
                       lambda: gather.per_replica(plan.replicas, replica_step, values))
     global_step_reads_first(captured['step_ops'][start:], global_step)
     if whole:
-      _check_no_stray_writes(captured['step_ops'][start:], outs,
-                             'neither its loss nor its train_op needs')
+      _check_no_stray_writes(captured['step_ops'][start:], outs, _TRAIN_UNUSED)
     loss = gather.mean_loss([o[0] for o in outs])
     host_call = captured['spec'].host_call
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
@@ -239,7 +238,7 @@ def _loop(plan, host_input, run_step, replica_step, captured, whole):
   next_inputs = lambda _: host_input.next_replica_inputs()
   micro_batches = accumulation.steps_of(plan.config)
   if micro_batches > 1:  # each step reads its micro-batches itself (uncompiled: in order)
-    run_step = _accumulating_step(plan, replica_step, micro_batches, captured)
+    run_step = _accumulating_step(plan, replica_step, micro_batches, captured, whole)
     next_inputs = lambda _: lambda i: host_input.next_replica_inputs()
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
   # TensorFlow's hooks fetch the cached global-step read as "the step before this run": the
@@ -315,16 +314,20 @@ def _recording(captured, fn):
   return result
 
 
-def _accumulating_step(plan, replica_step, micro_batches, captured):
+def _accumulating_step(plan, replica_step, micro_batches, captured, whole):
   """`run_step(micro)` of a loop whose steps are `micro_batches` micro-batches and one update
-  (accumulation.py); `micro(i)` → the per-replica inputs of micro-batch i."""
+  (accumulation.py); `micro(i)` → the per-replica inputs of micro-batch i.  `whole`: the loop
+  is compiled as a whole."""
   accumulating = accumulation.Accumulation(micro_batches)
   replicas = plan.replicas.local_replicas
 
   def micro_step(micro, i):
     inputs = micro(i)
+    start = len(captured.get('step_ops', ()))
     outs = _recording(captured,
                       lambda: gather.per_replica(plan.replicas, replica_step, inputs))
+    if whole:
+      _check_no_stray_writes(captured['step_ops'][start:], outs, _TRAIN_UNUSED)
     if captured['spec'].host_call is not None:
       raise errors.value_error(
           'host_call is not supported with TPUConfig.gradient_accumulation_steps > 1.',
@@ -447,6 +450,9 @@ def _compilable_outputs(captured, fn):
   xla.check_outputs(result)
   _check_no_stray_writes(captured['step_ops'][start:], result, 'no output of its step needs')
   return result
+
+
+_TRAIN_UNUSED = 'neither its loss nor its train_op needs'
 
 
 def _check_no_stray_writes(operations, outputs, unused):
