@@ -10,7 +10,8 @@ import tensorflow as tf
 import tpu_estimator as te
 from tpu_estimator.distribute import host_input
 from tpu_estimator.distribute import xla
-from helpers import XlaRunSpy, dataset_input_fn, make_data, make_model_fn, scalar_summaries
+from helpers import XlaRunSpy, convolved, dataset_input_fn, make_data, make_model_fn, \
+    scalar_summaries
 
 v1 = tf.compat.v1
 BATCH = 16
@@ -128,6 +129,20 @@ def test_variable_updates_no_output_needs_are_not_compiled_into_the_loop(tmp_pat
   plain, _ = _train(tmp_path / 'plain', _counting_aside, False, accumulate=accumulate)
   assert est.get_variable_value('counter') == plain.get_variable_value('counter') == 0
   _assert_same_training(est, plain)
+
+
+def test_default_trains_convolutions_uncompiled_on_cpu(tmp_path, caplog, monkeypatch):
+  """XLA's CPU backend runs convolutions slower than TensorFlow (EfficientNet-B0 17x): a call
+  that xla=None would compile trains uncompiled on CPU, quietly, with the same results;
+  xla=True compiles it all the same.  On a GPU the default compiles it."""
+  monkeypatch.setattr(xla, 'AUTO_MIN_STEPS', 4)
+  model_fn = _with_extra_op(convolved)
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    auto, spy = _train(tmp_path / 'auto', model_fn, None, steps=6)
+  assert not [r for r in caplog.records if 'XLA' in r.getMessage()]
+  assert (spy.whole_loop_runs > 0) == bool(tf.config.list_physical_devices('GPU'))
+  _assert_same_training(auto, _train(tmp_path / 'plain', model_fn, False, steps=6)[0])
+  assert _train(tmp_path / 'xla', model_fn, True, steps=6)[1].whole_loop_runs > 0
 
 
 def test_summaries_in_model_fn_do_not_stop_compilation(tmp_path, caplog):

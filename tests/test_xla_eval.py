@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import tpu_estimator as te
 from tpu_estimator.distribute import xla
-from helpers import XlaRunSpy, dataset_input_fn, make_data, make_model_fn
+from helpers import XlaRunSpy, convolved, dataset_input_fn, make_data, make_model_fn
 
 BATCH = 16
 ROWS = 70  # 4 full batches and one of 6 rows: with iterations_per_loop=3, groups of 3, 1, 1
@@ -208,6 +208,19 @@ def test_default_compiles_only_a_long_evaluation(model_dir, caplog, monkeypatch)
   assert not _warnings(caplog)
   assert spy.compiled_runs == spy.whole_loop_runs == 3
   _assert_same_results(results, _evaluate(model_dir, model_fn, False)[0])
+
+
+def test_default_evaluates_convolutions_uncompiled_on_cpu(model_dir, caplog, monkeypatch):
+  """An evaluation xla=None would compile (steps=) runs uncompiled on CPU where model_fn has
+  convolutions, quietly (XLA's CPU backend runs them slower); xla=True compiles it."""
+  monkeypatch.setattr(xla, 'AUTO_MIN_BATCHES', 4)
+  model_fn = _with_extra_op(convolved)
+  with caplog.at_level(logging.WARNING, logger='tpu_estimator'):
+    results, spy = _evaluate(model_dir, model_fn, None, steps=5)
+  assert not _warnings(caplog)
+  assert (spy.whole_loop_runs > 0) == bool(tf.config.list_physical_devices('GPU'))
+  _assert_same_results(results, _evaluate(model_dir, model_fn, False, steps=5)[0])
+  assert _evaluate(model_dir, model_fn, True, steps=5)[1].whole_loop_runs == 3
 
 
 def _needs_a_constant(x):

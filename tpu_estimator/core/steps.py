@@ -433,6 +433,7 @@ def _collect(plan, host_input, outputs, iterations, captured):
           plan.replicas.devices[0])
       more = tf.constant(True)
       xla.check_compilable(_v1.get_default_graph(), captured['step_ops'], plan.replicas)
+      xla.check_pays(plan.xla, _v1.get_default_graph(), captured['step_ops'], plan.replicas)
     else:
       def step():
         has_value, inputs = host_input.next_replica_inputs_or_empty()
