@@ -41,8 +41,9 @@ input shapes (with a host_call or not), for a call of at least `AUTO_MIN_STEPS` 
 that repeats an earlier call with the same `input_fn` whose graph was kept (later calls reuse
 it: `Auto`); anything else runs uncompiled, never the step alone. Where the loop cannot be
 compiled (an op without an XLA kernel at build, a compilation error at its first run:
-`CompileFailed`) the call is built again uncompiled with one warning, and later calls of the
-estimator do not try again.
+`CompileFailed`, variable updates no output needs: core/steps.py) the call is built again
+uncompiled with one warning, and later calls of the estimator do not try again; so it is,
+quietly, where compiling would not pay (convolutions on CPU: `check_pays`).
 
 Evaluation and prediction with `use_tpu=True` on one replica or logical CPU replicas
 (`collect_intent`) compile their loop as a whole the same way
