@@ -97,11 +97,12 @@ def test_asked_every_step_stops_on_the_step_it_said_stop(runs):
 
 def test_asked_every_4_steps_stops_on_the_step_it_said_stop(runs):
   """Asked every 4 steps (at steps 1, 5, 9), stop on the third call: training ends at step 9.
-  The original usually does the same; in one CI run it ended at 10 (the same timing-dependent
-  read of the global step as above), so it is held to that range only."""
+  The original usually does the same; in one CI run it ended at 10 and in another (session 47,
+  under load) at 8: its hook reads the global step at timing-dependent moments, as above, so
+  it is held to that range only.  Ours is pinned."""
   runs = reference.check(runs)
   assert runs['ours']['timer_every_4_third_call'] == {'final_step': 9, 'calls': 3}
-  assert runs['orig']['timer_every_4_third_call']['final_step'] in (9, 10)
+  assert runs['orig']['timer_every_4_third_call']['final_step'] in (8, 9, 10)
   assert runs['orig']['timer_every_4_third_call']['calls'] == 3
 
 
