@@ -185,12 +185,11 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   whole = xla.whole_loop(plan.xla, host_input.ungrouped)
 
   def run_step(values):
-    start = len(captured.get('step_ops', ()))
-    outs = _recording(captured,
-                      lambda: gather.per_replica(plan.replicas, replica_step, values))
-    global_step_reads_first(captured['step_ops'][start:], global_step)
+    outs, ops = _recording(captured,
+                           lambda: gather.per_replica(plan.replicas, replica_step, values))
+    global_step_reads_first(ops, global_step)
     if whole:
-      _check_no_stray_writes(captured['step_ops'][start:], outs, _TRAIN_UNUSED)
+      _check_no_stray_writes(ops, outs, _TRAIN_UNUSED)
     loss = gather.mean_loss([o[0] for o in outs])
     host_call = captured['spec'].host_call
     if host_call is not None and plan.config.is_chief:  # only the chief writes summaries
@@ -305,13 +304,14 @@ def global_step_reads_first(ops, global_step, extra_reads=()):
 
 
 def _recording(captured, fn):
-  """`fn()`, the ops it built kept in `captured['step_ops']`: model_fn's step, which the XLA
-  check looks at (not the input reads or host_call around it)."""
+  """(`fn()`, the ops it built), those ops also kept in `captured['step_ops']`: model_fn's
+  step, which the XLA checks look at (not the input reads or host_call around it)."""
   graph = _v1.get_default_graph()
   start = len(graph.get_operations())
   result = fn()
-  captured.setdefault('step_ops', []).extend(graph.get_operations()[start:])
-  return result
+  ops = graph.get_operations()[start:]
+  captured.setdefault('step_ops', []).extend(ops)
+  return result, ops
 
 
 def _accumulating_step(plan, replica_step, micro_batches, captured, whole):
@@ -323,11 +323,10 @@ def _accumulating_step(plan, replica_step, micro_batches, captured, whole):
 
   def micro_step(micro, i):
     inputs = micro(i)
-    start = len(captured.get('step_ops', ()))
-    outs = _recording(captured,
-                      lambda: gather.per_replica(plan.replicas, replica_step, inputs))
+    outs, ops = _recording(captured,
+                           lambda: gather.per_replica(plan.replicas, replica_step, inputs))
     if whole:
-      _check_no_stray_writes(captured['step_ops'][start:], outs, _TRAIN_UNUSED)
+      _check_no_stray_writes(ops, outs, _TRAIN_UNUSED)
     if captured['spec'].host_call is not None:
       raise errors.value_error(
           'host_call is not supported with TPUConfig.gradient_accumulation_steps > 1.',
@@ -432,8 +431,8 @@ def _collect(plan, host_input, outputs, iterations, captured):
           lambda inputs: _compilable_outputs(captured, lambda: outputs(inputs)), iterations,
           plan.replicas.devices[0])
       more = tf.constant(True)
-      xla.check_compilable(_v1.get_default_graph(), captured['step_ops'], plan.replicas)
-      xla.check_pays(plan.xla, _v1.get_default_graph(), captured['step_ops'], plan.replicas)
+      xla.check_compilable(plan.xla, _v1.get_default_graph(), captured['step_ops'],
+                           plan.replicas)
     else:
       def step():
         has_value, inputs = host_input.next_replica_inputs_or_empty()
@@ -446,10 +445,9 @@ def _collect(plan, host_input, outputs, iterations, captured):
 def _compilable_outputs(captured, fn):
   """`fn()`'s outputs, its ops recorded (`_recording`); `xla.NotCompilable` where an output
   cannot leave a compiled computation (a string)."""
-  start = len(captured.get('step_ops', ()))
-  result = _recording(captured, fn)
+  result, ops = _recording(captured, fn)
   xla.check_outputs(result)
-  _check_no_stray_writes(captured['step_ops'][start:], result, 'no output of its step needs')
+  _check_no_stray_writes(ops, result, 'no output of its step needs')
   return result
 
 

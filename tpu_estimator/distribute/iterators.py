@@ -44,7 +44,6 @@ class Restartable:
 
   def __init__(self, dataset, copies=COPIES):
     self._copies = [_v1.data.make_initializable_iterator(dataset) for _ in range(copies)]
-    self._dataset = dataset
     self.element_spec = dataset.element_spec
     first = self._copies[0]
     self._fed = None

@@ -246,12 +246,15 @@ def check_outputs(outputs):
     raise NotCompilable('model_fn returns tensors of type %s' % ', '.join(bad), model=True)
 
 
-def check_compilable(graph, operations, replicas):
+def check_compilable(plan_xla, graph, operations, replicas):
   """Raises `NotCompilable` where the ops `model_fn` built in a compiled evaluation or
-  prediction loop (`operations` in `graph`) include one without an XLA kernel."""
-  missing = missing_kernels(graph, operations, replicas)
+  prediction loop (`operations` in `graph`) include one without an XLA kernel, or, under
+  xla=None, one that would not pay (`check_pays`)."""
+  types = op_types(graph, operations)
+  missing = missing_kernels(types, replicas)
   if missing:
     raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), model=True)
+  check_pays(plan_xla, types, replicas)
 
 
 def groups_input(plan_xla):
@@ -270,11 +273,11 @@ def whole_loop(plan_xla, ungrouped):
   return groups_input(plan_xla) and not ungrouped
 
 
-def missing_kernels(graph, operations, replicas):
-  """The sorted op types of the step (the `operations` model_fn built in `graph`'s loop, and
-  the functions they call) without an XLA kernel for the replicas' device."""
+def missing_kernels(types, replicas):
+  """The sorted op types among the step's `types` (`op_types`) without an XLA kernel for the
+  replicas' device."""
   kind = 'gpu' if any('gpu' in d.lower() for d in replicas.devices) else 'cpu'
-  return uncompilable(op_types(graph, operations), kind)
+  return uncompilable(types, kind)
 
 
 def log_step_only(reason):
@@ -408,15 +411,14 @@ def central_build(replicas, ungrouped):
 _SLOWER_COMPILED_ON_CPU = ('DepthwiseConv2dNative', 'Conv2D', 'Conv3D')
 
 
-def check_pays(plan_xla, graph, operations, replicas):
+def check_pays(plan_xla, types, replicas):
   """Under xla=None (`AUTO`), raises `NotCompilable` (a structural reason: a debug line, and
-  the mode is not tried again) where the loop runs on CPU and its step (the `operations`
-  model_fn built in `graph`, and the functions they call) has ops that XLA's CPU backend runs
-  slower than TensorFlow: compiling would not pay.  xla=True compiles them all the same."""
+  the mode is not tried again) where the loop runs on CPU and its step's op `types`
+  (`op_types`) include ones that XLA's CPU backend runs slower than TensorFlow: compiling
+  would not pay.  xla=True compiles them all the same."""
   if plan_xla != AUTO or not replicas.on_cpu:
     return
-  slower = sorted(t for t in op_types(graph, operations)
-                  if t.startswith(_SLOWER_COMPILED_ON_CPU))
+  slower = sorted(t for t in types if t.startswith(_SLOWER_COMPILED_ON_CPU))
   if slower:
     raise NotCompilable('XLA\'s CPU backend runs %s slower than TensorFlow does' %
                         ', '.join(slower))
@@ -431,12 +433,13 @@ def step_compiles(plan_xla, whole, graph, operations, replicas):
   (as `STEP`, where this names the ops)."""
   if plan_xla == OFF or (plan_xla == AUTO and not whole):
     return False
-  missing = missing_kernels(graph, operations, replicas)
+  types = op_types(graph, operations)
+  missing = missing_kernels(types, replicas)
   if whole:
     if missing:
       raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False,
                           model=True)
-    check_pays(plan_xla, graph, operations, replicas)
+    check_pays(plan_xla, types, replicas)
     return False  # the loop is one computation already: nothing left to cluster
   if missing:
     _log.warning('TPUConfig(xla=True): the training step runs without XLA: these ops in '
