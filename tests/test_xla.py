@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import tpu_estimator as te
 from tpu_estimator.distribute import host_input
+from tpu_estimator.distribute import loop_clock
 from tpu_estimator.distribute import xla
 from helpers import XlaRunSpy, convolved, dataset_input_fn, make_data, make_model_fn, \
     scalar_summaries
@@ -201,6 +202,40 @@ def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path
   plain_long = _calls(_estimator(tmp_path / 'plain_long', model_fn, False), input_fn,
                       XlaRunSpy(), 9)
   _assert_same_training(_estimator(tmp_path / 'long', model_fn, None), plain_long)
+
+
+@pytest.mark.parametrize('compiled_slower', [True, False])
+def test_default_drops_a_compiled_loop_measured_slower(tmp_path, caplog, monkeypatch,
+                                                       compiled_slower):
+  """xla=None times the loop's runs uncompiled (the first call) and compiled (the next call
+  with the same input_fn): a compiled loop measured slower (here: any, SLOWER=0) is not used
+  from the next call on, which is built again uncompiled and trains on from the checkpoint,
+  with one info line saying both times; a faster one (here: any) stays compiled."""
+  monkeypatch.setattr(loop_clock, 'SLOWER', 0.0 if compiled_slower else float('inf'))
+  model_fn = make_model_fn(tpu=True, optimizer='adam')
+  built = []
+  counted = lambda features, labels, mode, params: built.append(1) or model_fn(
+      features, labels, mode, params)
+  x, y = make_data(96)
+  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  spies = [XlaRunSpy() for _ in range(4)]
+  auto = _estimator(tmp_path / 'auto', counted, None)
+  with caplog.at_level(logging.DEBUG, logger='tpu_estimator'):
+    for spy, steps in zip(spies, (12, 12, 6, 3)):  # ipl=3: 4 runs each, the first not timed
+      _calls(auto, input_fn, spy, steps)
+  said = [r.getMessage() for r in caplog.records if 'a step compiled' in r.getMessage()]
+  assert len(said) == 1, said
+  assert [s.whole_loop_runs > 0 for s in spies] == [False, True] + [not compiled_slower] * 2
+  if compiled_slower:
+    assert said[0].startswith('The training loop runs uncompiled from the next call on: it '
+                              'ran ') and ' ms uncompiled' in said[0], said
+    assert len(built) == 3  # uncompiled, compiled, uncompiled again (then kept)
+  else:
+    assert said[0].startswith('The compiled training loop pays'), said
+    assert len(built) == 2
+  plain = _calls(_estimator(tmp_path / 'plain', model_fn, False), input_fn, XlaRunSpy(), 12,
+                 12, 6, 3)
+  _assert_same_training(auto, plain)
 
 
 def test_default_goes_on_uncompiled_where_xla_fails_at_the_first_run(tmp_path, caplog,

@@ -223,10 +223,11 @@ class Estimator:
         entry = self._build_train(key, input_fn, listeners, checkpoint, compile_loop)
       finished = stale = False
       watch = graph_cache.HookWatch()
+      clock = self._xla_auto.clock(self._config, input_fn, entry.parts.built.compiled_loop)
       try:
         with entry.graph.as_default():
           last_loss = self._run_train(entry, watch.around(hooks), steps, max_steps, listeners,
-                                      checkpoint)
+                                      checkpoint, clock)
         finished = not watch.built
       except graph_cache.Stale:  # a hook of this call builds ops: not in a kept graph
         stale = True
@@ -235,6 +236,8 @@ class Estimator:
           self._note_saved(entry, checkpoint)
           self._xla_auto.kept(input_fn)
         self._keep_or_close(entry, finished)
+      if finished:
+        self._xla_auto.judge(input_fn)  # a compiled loop measured slower is not used again
       if stale:
         entry = None
         continue
@@ -291,15 +294,17 @@ class Estimator:
         roots + _hook_tensors(host_input.hooks + built.hooks), bool(host_input.hooks),
         plan.replicas, unseeded_ok=True)
 
-  def _run_train(self, entry, hooks, steps, max_steps, listeners, checkpoint):
+  def _run_train(self, entry, hooks, steps, max_steps, listeners, checkpoint, clock):
     """Runs training in `entry`'s graph; returns the last loss.  `graph_cache.Stale` when a
     hook would build ops in a kept (finalized) graph: the call needs a new one
-    (`_kept_session`)."""
+    (`_kept_session`).  `clock`: times the device loop's runs (xla.Auto.clock)."""
     parts = entry.parts
     plan, built = parts.plan, parts.built
     all_hooks = self._train_hooks(plan, built, parts.host_input, hooks, parts.global_step,
-                                  steps, max_steps, listeners)
+                                  steps, max_steps, listeners, clock)
     reused = entry.session is not None
+    if clock is not None:
+      clock.call_started(new_session=not reused)
     last_loss = None
     with preemption.deferred_sigterm() as sigterm:
       all_hooks.insert(1, preemption.PreemptionHook(sigterm))
@@ -329,7 +334,7 @@ class Estimator:
                               entry.parts.built.compiles_step)
 
   def _train_hooks(self, plan, built, host_input, hooks, global_step, steps, max_steps,
-                   listeners):
+                   listeners, clock):
     config = self._config
     step = built.global_step  # read after the step (or device loop) ran
     result = [hooks_lib.NanLossHook(built.loss, step)]
@@ -347,7 +352,7 @@ class Estimator:
     if plan.loop:
       result.append(hooks_lib.LoopControlHook(
           built.iterations, built.steps_run, step, global_step, plan.ipl,
-          num_steps=steps, last_step=max_steps))
+          num_steps=steps, last_step=max_steps, clock=clock))
     elif steps is not None or max_steps is not None:
       result.append(_v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
     # As the original (MonitoredTrainingSession): the chief's saver, then its other hooks, then

@@ -43,7 +43,9 @@ it: `Auto`); anything else runs uncompiled, never the step alone. Where the loop
 compiled (an op without an XLA kernel at build, a compilation error at its first run:
 `CompileFailed`, variable updates no output needs: core/steps.py) the call is built again
 uncompiled with one warning, and later calls of the estimator do not try again; so it is,
-quietly, where compiling would not pay (convolutions on CPU: `check_pays`).
+quietly, where compiling would not pay (convolutions on CPU: `check_pays`), and from the next
+call on where the compiled loop was timed slower than the uncompiled one (`Auto.judge`,
+loop_clock.py).
 
 Evaluation and prediction with `use_tpu=True` on one replica or logical CPU replicas
 (`collect_intent`) compile their loop as a whole the same way
@@ -70,6 +72,7 @@ import tensorflow as tf
 from tpu_estimator import _tf_internals
 from tpu_estimator import quiet
 from tpu_estimator.core import function_identity
+from tpu_estimator.distribute import loop_clock
 from tpu_estimator.distribute import packed
 
 _v1 = tf.compat.v1
@@ -121,11 +124,13 @@ class Auto:
   its graph for the next one (a call repeating one, or one that calling cannot tell apart from
   it (function_identity.py), will reuse what it builds: compiling pays),
   and per mode ('train', 'eval', 'infer') why the model could not be compiled (`refuse`:
-  later calls in that mode do not try again)."""
+  later calls in that mode do not try again), and the timings of its training loops, compiled
+  and not (`clock`, `judge`: loop_clock.py)."""
 
   def __init__(self):
     self._kept = weakref.WeakSet()
     self._refused = {}
+    self._timings = loop_clock.Timings()
 
   def refuse(self, mode, refusal):
     """Calls in `mode` are not compiled again (`refusal`: why)."""
@@ -150,6 +155,32 @@ class Auto:
       return call_steps is not None and call_steps >= AUTO_MIN_BATCHES
     reused = any(function_identity.same_function(input_fn, kept) for kept in self._kept)
     return reused or (call_steps is not None and call_steps >= AUTO_MIN_STEPS)
+
+  def clock(self, config, input_fn, compiled):
+    """The `loop_clock.LoopClock` timing the device-loop runs of a training call with
+    `input_fn` (`compiled`: its loop is one XLA computation), or None: only under xla=None,
+    while training may still be compiled and until the two kinds were compared."""
+    if setting(config) is not None or self._refused.get('train') is not None:
+      return None
+    return self._timings.clock(input_fn, compiled)
+
+  def judge(self, input_fn):
+    """After a training call with `input_fn`: once its loop was timed enough both compiled
+    and uncompiled, a compiled loop `loop_clock.SLOWER` times slower or more a step is not used
+    again (the mode is refused, with an info line saying both times)."""
+    times = self._timings.compare(input_fn)
+    if times is None:
+      return
+    compiled, uncompiled = times
+    said = '%.3g ms a step compiled against %.3g ms uncompiled' % (compiled * 1e3,
+                                                                   uncompiled * 1e3)
+    if compiled < loop_clock.SLOWER * uncompiled:
+      _log.debug('The compiled training loop pays: %s.', said)
+      return
+    _log.info('The training loop runs uncompiled from the next call on: it ran %s '
+              '(TPUConfig(xla=None) compiles it where that pays; xla=True compiles it '
+              'anyway).', said)
+    self.refuse('train', NotCompilable('XLA ran it slower: %s' % said))
 
 
 def first_run_failed(config, error):
