@@ -171,16 +171,21 @@ def _calls(est, input_fn, spy, *steps):
   return est
 
 
-def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path, monkeypatch):
-  """xla=None: a short call runs uncompiled; the next call with the same input_fn, whose graph
-  is reused from then on, and a call of at least AUTO_MIN_STEPS steps compile the whole loop,
-  with the results of xla=False."""
+def _counting_adam_model():
+  """(model_fn, the same model_fn counting its builds in `built`, built, a static input_fn)."""
   model_fn = make_model_fn(tpu=True, optimizer='adam')
   built = []
   counted = lambda features, labels, mode, params: built.append(1) or model_fn(
       features, labels, mode, params)
   x, y = make_data(96)
-  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  return model_fn, counted, built, dataset_input_fn(x, y, drop_remainder=True)
+
+
+def test_default_compiles_a_long_call_and_a_call_repeating_its_input_fn(tmp_path, monkeypatch):
+  """xla=None: a short call runs uncompiled; the next call with the same input_fn, whose graph
+  is reused from then on, and a call of at least AUTO_MIN_STEPS steps compile the whole loop,
+  with the results of xla=False."""
+  model_fn, counted, built, input_fn = _counting_adam_model()
   first, again = XlaRunSpy(), XlaRunSpy()
   auto = _calls(_estimator(tmp_path / 'auto', counted, None), input_fn, first, 4)
   assert first.compiled_runs == 0
@@ -212,12 +217,7 @@ def test_default_drops_a_compiled_loop_measured_slower(tmp_path, caplog, monkeyp
   from the next call on, which is built again uncompiled and trains on from the checkpoint,
   with one info line saying both times; a faster one (here: any) stays compiled."""
   monkeypatch.setattr(loop_clock, 'SLOWER', 0.0 if compiled_slower else float('inf'))
-  model_fn = make_model_fn(tpu=True, optimizer='adam')
-  built = []
-  counted = lambda features, labels, mode, params: built.append(1) or model_fn(
-      features, labels, mode, params)
-  x, y = make_data(96)
-  input_fn = dataset_input_fn(x, y, drop_remainder=True)
+  model_fn, counted, built, input_fn = _counting_adam_model()
   spies = [XlaRunSpy() for _ in range(4)]
   auto = _estimator(tmp_path / 'auto', counted, None)
   with caplog.at_level(logging.DEBUG, logger='tpu_estimator'):
