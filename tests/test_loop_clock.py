@@ -1,6 +1,7 @@
 """loop_clock: the seconds per step that xla=None compares between a training loop compiled and
-uncompiled leave out each new session's first run (session warm-up, XLA's compilation) and
-divide each run by the steps it ran."""
+uncompiled.  A compiled loop's first run in a new session (its compilation) is left out and
+its time is known after 3 runs or a second of them; every uncompiled run counts, its first
+too (warm-up can only make it look slower); each run is divided by the steps it ran."""
 from tpu_estimator.distribute import loop_clock
 
 
@@ -19,24 +20,46 @@ def _run(clock, fake, seconds, steps):
   clock.run_ended(steps)
 
 
-def test_runs_are_timed_per_step_leaving_out_a_new_sessions_first(monkeypatch):
+def _fake_time(monkeypatch):
   fake = _FakeTime()
   monkeypatch.setattr(loop_clock, 'time', fake)
-  clock = loop_clock.LoopClock()
+  return fake
+
+
+def test_a_compiled_loop_is_timed_without_its_compilation(monkeypatch):
+  fake = _fake_time(monkeypatch)
+  clock = loop_clock.LoopClock(compiled=True)
   clock.call_started(new_session=True)
   _run(clock, fake, 30.0, 3)  # compiles: left out
   _run(clock, fake, 0.3, 3)
   _run(clock, fake, 0.1, 1)  # the call's last, shorter loop: the same 0.1 s a step
-  assert clock.per_step() is None  # 2 runs timed, fewer than MIN_RUNS
+  assert clock.per_step() is None  # 2 runs, 0.4 s: too few
   clock.call_started(new_session=False)  # a kept session: its first run is timed
   _run(clock, fake, 0.9, 3)
   _run(clock, fake, 5.0, 0)  # no step run: not timed
   assert abs(clock.per_step() - 0.1) < 1e-9  # median of 0.1, 0.1, 0.3
 
+  long_loop = loop_clock.LoopClock(compiled=True)  # one loop a call
+  for _ in range(2):
+    long_loop.call_started(new_session=True)
+    _run(long_loop, fake, 60.0, 1000)
+  assert long_loop.per_step() is None  # each call's one run compiled
+  long_loop.call_started(new_session=False)
+  _run(long_loop, fake, 1.2, 1000)  # over MIN_SECONDS: known
+  assert abs(long_loop.per_step() - 0.0012) < 1e-12
+
+
+def test_every_uncompiled_run_counts(monkeypatch):
+  fake = _fake_time(monkeypatch)
+  clock = loop_clock.LoopClock(compiled=False)
+  clock.call_started(new_session=True)
+  assert clock.per_step() is None
+  _run(clock, fake, 2.0, 1000)  # one loop, its session's warm-up included
+  assert abs(clock.per_step() - 0.002) < 1e-12
+
 
 def test_compiled_and_uncompiled_are_compared_once_per_input_fn(monkeypatch):
-  fake = _FakeTime()
-  monkeypatch.setattr(loop_clock, 'time', fake)
+  fake = _fake_time(monkeypatch)
   timings = loop_clock.Timings()
   make = lambda: (lambda params: params)  # a new, indistinguishable lambda per call
   calls = [make(), make()]

@@ -221,7 +221,7 @@ def test_default_drops_a_compiled_loop_measured_slower(tmp_path, caplog, monkeyp
   spies = [XlaRunSpy() for _ in range(4)]
   auto = _estimator(tmp_path / 'auto', counted, None)
   with caplog.at_level(logging.DEBUG, logger='tpu_estimator'):
-    for spy, steps in zip(spies, (12, 12, 6, 3)):  # ipl=3: 4 runs each, the first not timed
+    for spy, steps in zip(spies, (12, 12, 6, 3)):  # ipl=3: 4 runs, 4, 2, 1
       _calls(auto, input_fn, spy, steps)
   said = [r.getMessage() for r in caplog.records if 'a step compiled' in r.getMessage()]
   assert len(said) == 1, said
