@@ -11,9 +11,9 @@ Models (TPUEstimator(use_tpu=True), one replica, iterations_per_loop=5, plain SG
                GELU's derivative twice: ~2.7x slower compiled on the 2-core CPU);
   matmul-gelu  the same blocks reshaped to 2-D `MatMul`s (compiled about as fast);
   mlp          the small MLP 64-256-10, batch 128, Adam (faster compiled).
-The three estimators' calls of `--steps` steps (25 for the blocks, 500 for the MLP) with the same input_fn are interleaved; the first
-two calls of each are left out (the default's first runs uncompiled, its second compiles and
-is timed against it: distribute/loop_clock.py).  Printed: the median seconds of the later
+The three estimators' calls of `--steps` steps (25 for the blocks, 500 for the MLP) with the
+same input_fn are interleaved; the first two calls of each are left out (the default's first
+runs uncompiled, its second compiles and is timed against it: distribute/loop_clock.py).  Printed: the median seconds of the later
 calls, and default / xla=False and default / xla=True.  The default should be no slower than
 the faster of the two (target: <= 1.1x the best of xla=False and xla=True).
 """
