@@ -13,9 +13,10 @@ Models (TPUEstimator(use_tpu=True), one replica, iterations_per_loop=5, plain SG
   mlp          the small MLP 64-256-10, batch 128, Adam (faster compiled).
 The three estimators' calls of `--steps` steps (25 for the blocks, 500 for the MLP) with the
 same input_fn are interleaved; the first two calls of each are left out (the default's first
-runs uncompiled, its second compiles and is timed against it: distribute/loop_clock.py).  Printed: the median seconds of the later
-calls, and default / xla=False and default / xla=True.  The default should be no slower than
-the faster of the two (target: <= 1.1x the best of xla=False and xla=True).
+runs uncompiled, its second compiles and is timed against it: distribute/loop_clock.py).
+Printed: the median seconds of the later calls, whether the default's ran compiled, and
+default / xla=False and default / xla=True.  The default should be no slower than the faster
+of the two (target: <= 1.1x the best of xla=False and xla=True).
 """
 import argparse
 import statistics
@@ -93,7 +94,8 @@ def measure(te, tf, name, calls, steps=None):
       estimators[kind].train(input_fn, steps=steps)
       if call >= 2:
         seconds[kind].append(time.perf_counter() - started)
-  refused = estimators['default']._xla_auto._refused.get('train')  # pylint: disable=protected-access
+  auto = estimators['default']._xla_auto  # pylint: disable=protected-access
+  refused = auto._refused.get('train')  # pylint: disable=protected-access
   return ({kind: statistics.median(values) for kind, values in seconds.items()}, steps,
           'uncompiled (%s)' % refused if refused else 'compiled')
 
