@@ -236,7 +236,7 @@ class Estimator:
           self._note_saved(entry, checkpoint)
           self._xla_auto.kept(input_fn)
         self._keep_or_close(entry, finished)
-      if finished:
+      if finished and clock is not None:
         self._xla_auto.judge(input_fn)  # a compiled loop measured slower is not used again
       if stale:
         entry = None

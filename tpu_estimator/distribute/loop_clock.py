@@ -19,7 +19,6 @@ Only what the default decides is measured; a call in progress is never rebuilt (
 would begin twice).  A loop compiled from its first call (one of `AUTO_MIN_STEPS` steps) has
 no uncompiled runs to be compared with and stays compiled."""
 import statistics
-import time
 import weakref
 
 from tpu_estimator.core import function_identity
@@ -43,20 +42,13 @@ class LoopClock:
     self._compiled = compiled
     self._runs = []  # (seconds, steps)
     self._skip = False
-    self._started = None
 
   def call_started(self, new_session):
     """A call begins its runs (`new_session`: in a session of its own)."""
     self._skip = new_session and self._compiled
 
-  def run_started(self):
-    self._started = time.perf_counter()
-
-  def run_ended(self, steps):
-    """The run started last ended having run `steps` steps."""
-    if self._started is None:
-      return
-    seconds, self._started = time.perf_counter() - self._started, None
+  def ran(self, seconds, steps):
+    """A run took `seconds` and ran `steps` steps (LoopControlHook times it)."""
     if self._skip:
       self._skip = False
     elif steps > 0:

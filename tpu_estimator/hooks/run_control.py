@@ -19,7 +19,7 @@ class LoopControlHook(_v1.train.SessionRunHook):
   Loops are clipped to land exactly on `last_step` (steps=10, ipl=4: 4, 8, 10).  With a
   time-based `iterations_per_loop` the count is re-estimated from the last loop's speed.
   Training also stops when a loop ran fewer steps than asked: the input ended.  `clock`
-  (distribute/loop_clock.py) is told when each run starts and how many steps it ran.
+  (distribute/loop_clock.py) is told how long each run took and how many steps it ran.
   """
 
   def __init__(self, iterations_placeholder, steps_run, step_after, global_step, ipl,
@@ -52,18 +52,17 @@ class LoopControlHook(_v1.train.SessionRunHook):
       run_context.request_stop()
       count = 0
     self._asked = count
-    self._started = time.time()
-    if self._clock is not None:
-      self._clock.run_started()
+    self._started = time.perf_counter()
     return _v1.train.SessionRunArgs([self._steps_run, self._step_after],
                                     feed_dict={self._placeholder: count})
 
   def after_run(self, run_context, run_values):
     steps_run, self._current = (int(v) for v in run_values.results)
+    seconds = time.perf_counter() - self._started
     if self._clock is not None:
-      self._clock.run_ended(steps_run)
+      self._clock.ran(seconds, steps_run)
     if self._kind == 'seconds' and steps_run > 0:
-      per_step = max(time.time() - self._started, 1e-6) / steps_run
+      per_step = max(seconds, 1e-6) / steps_run
       self._per_loop = max(1, int(self._amount / per_step))
     if steps_run < self._asked:
       run_context.request_stop()  # the loss stopped being finite
