@@ -228,6 +228,31 @@ def test_step_counter_hook_subclass_records_rates(graph, tmp_path):
     assert rate > 0 and writer is not None and tag == 'global_step/sec'
 
 
+class _Planned(internals.SessionOfPlannedRuns):
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.asked = []
+
+  def _plan_for(self, fetches):
+    self.asked.append(fetches)
+    return internals.fetch_plan(self.graph, fetches)
+
+
+def test_session_of_planned_runs_runs_feedless_runs_with_the_plan_it_is_given(graph):
+  x = v1.placeholder(tf.float32, [])
+  a = tf.constant(2.0)
+  counter = v1.Variable(0, use_resource=True)
+  bump = counter.assign_add(1).op
+  plan = internals.fetch_plan(graph, {'a': [a, a], 'bump': bump})
+  assert plan.fetches() == [a] and plan.targets() == [bump]  # unique tensors and ops
+  session = _Planned(graph=graph)
+  session.run(counter.initializer)
+  assert session.run({'a': [a, a], 'bump': bump}) == {'a': [2.0, 2.0], 'bump': None}
+  assert session.run(counter) == 1
+  assert session.run(a + x, feed_dict={x: 1.0}) == 3.0  # a run with feeds: not asked
+  assert len(session.asked) == 3
+
+
 def test_saver_var_list_and_options_rebuild_a_saver(graph):
   var = v1.Variable(1.0, name='v', use_resource=True)
   saver = v1.train.Saver({'key': var}, max_to_keep=3, keep_checkpoint_every_n_hours=2.0,

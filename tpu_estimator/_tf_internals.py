@@ -16,6 +16,7 @@ import os
 import tensorflow as tf
 # pylint: disable=g-direct-tensorflow-import,protected-access
 from tensorflow.python.client import pywrap_tf_session as _pywrap_tf_session
+from tensorflow.python.client import session as _session
 from tensorflow.python.distribute import distribute_utils as _distribute_utils
 from tensorflow.python.framework import kernels as _kernels
 from tensorflow.python.framework import meta_graph as _meta_graph
@@ -290,6 +291,39 @@ def estimator_loss_scaling(strategy):
   """The context in which `strategy` (a MirroredStrategy) leaves losses unscaled by the number of
   replicas in v1 optimizers, as it did under tf.estimator: gradients are then averaged."""
   return strategy._scale_loss_for_estimator_enabled()
+
+
+# --- Session runs -----------------------------------------------------------------------
+
+
+def fetch_plan(graph, fetches):
+  """What `Session.run` makes of `fetches` before running, for a run without feeds
+  (`_FetchHandler`): `fetches()` and `targets()`, the unique tensors to fetch and ops to run,
+  and `build_results(session, values)`, the structure rebuilt from their values.  Raises as
+  `Session.run` does for a fetch it cannot run."""
+  return _session._FetchHandler(graph, fetches, {})
+
+
+class SessionOfPlannedRuns(_v1.Session):
+  """A v1 Session whose runs without feeds (not partial runs) take their fetch plan from
+  `self._plan_for(fetches)` (a `fetch_plan`; None: planned at the run, as by TensorFlow),
+  then run as `Session.run` would with it.  Overrides `BaseSession._run`, which every
+  `run()` calls with its fetches and feeds once `options` are serialized."""
+
+  def _plan_for(self, fetches):
+    del fetches
+    return None
+
+  def _run(self, handle, fetches, feed_dict, options, run_metadata):
+    plan = None
+    if handle is None and not feed_dict and not self._closed and self.graph.version:
+      plan = self._plan_for(fetches)
+    if plan is None:
+      return super()._run(handle, fetches, feed_dict, options, run_metadata)
+    tensors, targets = plan.fetches(), plan.targets()
+    values = self._do_run(None, targets, tensors, {}, options, run_metadata) \
+        if tensors or targets else []
+    return plan.build_results(self, values)
 
 
 # --- v1 Adam's fused update -------------------------------------------------------------

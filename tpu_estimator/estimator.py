@@ -19,6 +19,7 @@ from tpu_estimator.checkpoints import saving
 from tpu_estimator.checkpoints import scaffolds
 from tpu_estimator.config import RunConfig
 from tpu_estimator.config import TPURunConfig
+from tpu_estimator.core import fetch_plans
 from tpu_estimator.core import graph_cache
 from tpu_estimator.core import model_fn as model_fn_lib
 from tpu_estimator.core import savedmodel
@@ -164,8 +165,9 @@ class Estimator:
                                                 master=replicas.master, config=config, **kwargs)
     creator = scaffolds.WithReadyChecks(_v1.train.ChiefSessionCreator(
         scaffold=scaffold, master=replicas.master, config=config, **kwargs), scaffold)
-    if inference:
-      creator = iterators.ClosedInBackground(creator)
+    # Either way the raw session reuses its runs' fetch plans (core/fetch_plans.py).
+    creator = iterators.ClosedInBackground(creator) if inference else \
+        fetch_plans.PlannedSessions(creator)
     with quiet.internal_calls():  # TensorFlow's restore code calls its deprecated helpers
       return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
 

@@ -43,6 +43,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
+from tpu_estimator.core import fetch_plans
 from tpu_estimator.core import function_identity
 from tpu_estimator.core import held_checkpoint
 from tpu_estimator.distribute import device_loop
@@ -191,7 +192,7 @@ class Key:
     return self.same_call(other) and self.input_fn.same_as(other.input_fn)
 
 
-class _KeptSession(_v1.Session):
+class _KeptSession(fetch_plans.PlannedSession):
   """A session the MonitoredSession of one call does not close; `release()` does."""
 
   _released = False

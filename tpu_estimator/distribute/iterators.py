@@ -32,6 +32,8 @@ import weakref
 
 import tensorflow as tf
 
+from tpu_estimator.core import fetch_plans
+
 _v1 = tf.compat.v1
 _log = tf.get_logger()
 
@@ -232,7 +234,7 @@ class ClosedInBackground(_v1.train.SessionCreator):
     return session
 
 
-class _SessionClosedInBackground(_v1.Session):
+class _SessionClosedInBackground(fetch_plans.PlannedSession):
   """A Session whose first `close()` starts a thread that closes it (not a daemon: the
   interpreter's exit waits for it).  A session destroyed without a close (a prediction not
   read to the end), or closed while the interpreter shuts down, is closed there and then:
