@@ -3,6 +3,8 @@
 made again wherever a kept one could differ, and a one-step-per-run call makes a handful of
 plans, not one a step."""
 import collections
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -215,3 +217,33 @@ def test_a_one_step_per_run_training_makes_a_few_plans_not_one_per_step(tmp_path
   for name in ('dense/kernel', 'dense/bias'):
     np.testing.assert_allclose(estimator.get_variable_value(name),
                                reference.get_variable_value(name), rtol=1e-6)
+
+
+class _Holding(v1.train.SessionRunHook):
+  """A user's hook holding what it was given (here a large array), fetching the global step."""
+
+  def __init__(self):
+    self.held = np.zeros(1 << 20, np.float32)
+
+  def begin(self):
+    self._step = _tf_internals.global_step_read()
+
+  def before_run(self, run_context):
+    return v1.train.SessionRunArgs(self._step)
+
+
+def test_a_kept_session_does_not_keep_a_calls_hooks_past_the_call(tmp_path):
+  """Plans key hook requests by the hook; the session kept for the next call forgets them."""
+  x, y = h.make_data()
+  estimator = te.TPUEstimator(h.make_model_fn(), use_tpu=False, train_batch_size=16,
+                              eval_batch_size=16, config=h.tpu_config(model_dir=str(tmp_path)))
+  for call in (lambda hooks: estimator.train(h.dataset_input_fn(x, y), steps=3, hooks=hooks),
+               lambda hooks: estimator.evaluate(h.dataset_input_fn(x, y, repeat=False),
+                                                hooks=hooks)):
+    for _ in range(2):  # the second call runs in the graph and session the first kept
+      hook = _Holding()
+      alive = weakref.ref(hook)
+      call([hook])
+      del hook
+      gc.collect()
+      assert alive() is None

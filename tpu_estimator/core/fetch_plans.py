@@ -20,6 +20,9 @@ A plan is reused only where it is provably the one the run would make:
 * the plan is made from a copy of the structure's containers: TensorFlow's plan of a dict
   reads that dict's keys again when it rebuilds results, and a caller may change its dict
   after the run.
+A session forgets its plans when it is closed, and a session kept for later calls when each
+call closes it: a MonitoredSession keys its hooks' requests by the hook, so plans hold the
+call's hooks, which must not outlive the call (a hook may hold whatever the call gave it).
 """
 import tensorflow as tf
 
@@ -101,6 +104,13 @@ class PlannedSession(_tf_internals.SessionOfPlannedRuns):
       plans.clear()
     plans[key] = (plan, keep)
     return plan
+
+  def forget_plans(self):
+    self.__dict__.pop('_fetch_plans', None)
+
+  def close(self):
+    self.forget_plans()
+    super().close()
 
 
 def planned(session):

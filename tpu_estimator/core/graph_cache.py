@@ -201,6 +201,8 @@ class _KeptSession(fetch_plans.PlannedSession):
   def close(self):
     if self._released:
       super().close()
+    else:
+      self.forget_plans()  # the end of a call: its hooks are in the plans
 
   def release(self):
     self._released = True
