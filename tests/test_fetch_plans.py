@@ -68,6 +68,7 @@ def test_repeated_structures_return_what_session_run_returns_from_one_plan(graph
       'vector:0',
       [step.op, doubled],
       (vector, Pair(doubled, 'vector:0')),
+      Pair({'v': vector}, [doubled, {'n': 'vector:0'}]),  # dicts inside a namedtuple and a list
       {'caller': [step.op, doubled], hook_key: (doubled, {'v': vector, 'n': 'vector:0'}),
        7: vector},
   ]

@@ -70,16 +70,18 @@ def structure_key(fetches, keep):
 
 
 def _copied(fetches):
-  """The structure with its containers copied (its elements shared)."""
+  """The structure with each dict in it copied, and the lists and tuples that hold one
+  rebuilt around the copy (the rest, elements included, shared)."""
   kind = type(fetches)
   if kind is dict:
     return {k: _copied(v) for k, v in fetches.items()}
-  if kind is list:
-    return [_copied(f) for f in fetches]
-  if kind is tuple:
-    return tuple(_copied(f) for f in fetches)
-  if issubclass(kind, tuple):  # a namedtuple (structure_key let nothing else through)
-    return kind(*[_copied(f) for f in fetches])
+  if kind is list or issubclass(kind, tuple):  # (structure_key let no other sequence through)
+    items = [_copied(f) for f in fetches]
+    if all(new is old for new, old in zip(items, fetches)):
+      return fetches
+    if kind is list:
+      return items
+    return tuple(items) if kind is tuple else kind._make(items)  # a namedtuple
   return fetches
 
 
@@ -95,7 +97,7 @@ class PlannedSession(_tf_internals.SessionOfPlannedRuns):
     try:
       key = structure_key(fetches, keep)
       found = plans.get(key)
-    except (_Unplanned, TypeError):  # TypeError: an unhashable string subclass or the like
+    except _Unplanned:
       return None
     if found is not None:
       return found[0]
