@@ -17,7 +17,7 @@ A plan is reused only where it is provably the one the run would make:
 * the structure's key names its containers' types and its elements by identity (names by
   value), and the plan keeps those elements alive, so an identity cannot be reused by another
   object while the plan is kept;
-* the plan is made from a copy of the structure's containers: TensorFlow's plan of a dict
+* the plan is made from a copy of the structure's dicts: TensorFlow's plan of a dict
   reads that dict's keys again when it rebuilds results, and a caller may change its dict
   after the run.
 A session forgets its plans when it is closed, and a session kept for later calls when each
