@@ -233,15 +233,20 @@ class _Holding(v1.train.SessionRunHook):
     return v1.train.SessionRunArgs(self._step)
 
 
-def test_a_kept_session_does_not_keep_a_calls_hooks_past_the_call(tmp_path):
-  """Plans key hook requests by the hook; the session kept for the next call forgets them."""
+@pytest.mark.parametrize('reuse', [True, False], ids=['kept-session', 'session-per-call'])
+def test_a_session_does_not_keep_a_calls_hooks_past_the_call(tmp_path, reuse):
+  """Plans key hook requests by the hook; a session kept for the next call forgets them at
+  the end of each call, and one closed in the background at once."""
   x, y = h.make_data()
   estimator = te.TPUEstimator(h.make_model_fn(), use_tpu=False, train_batch_size=16,
-                              eval_batch_size=16, config=h.tpu_config(model_dir=str(tmp_path)))
+                              eval_batch_size=16,
+                              config=h.tpu_config(model_dir=str(tmp_path),
+                                                  reuse_train_graphs=reuse,
+                                                  reuse_eval_graphs=reuse))
   for call in (lambda hooks: estimator.train(h.dataset_input_fn(x, y), steps=3, hooks=hooks),
                lambda hooks: estimator.evaluate(h.dataset_input_fn(x, y, repeat=False),
                                                 hooks=hooks)):
-    for _ in range(2):  # the second call runs in the graph and session the first kept
+    for _ in range(2):  # the second call runs in the graph and session the first kept, if
       hook = _Holding()
       alive = weakref.ref(hook)
       call([hook])

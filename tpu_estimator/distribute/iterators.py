@@ -243,6 +243,7 @@ class _SessionClosedInBackground(fetch_plans.PlannedSession):
   _close_started = False
 
   def close(self):
+    self.forget_plans()  # they hold the call's hooks (core/fetch_plans.py)
     if self._close_started or sys.is_finalizing() or not threading.main_thread().is_alive():
       super().close()  # a no-op once closed
       return
