@@ -13,6 +13,12 @@ import importlib as _importlib  # pylint: disable=wrong-import-position
 
 import tensorflow as _tf  # pylint: disable=wrong-import-position
 
+from tpu_estimator import gc_freeze as _gc_freeze  # pylint: disable=wrong-import-position
+
+# TensorFlow's objects (and those of the program's imports before this one) stay out of the
+# full garbage collections that the imports below may set off (gc_freeze.py).
+_gc_freeze.freeze_imported()
+
 # What every Estimator program uses is imported here; the rest (canned estimators, Keras
 # models, the train_and_evaluate driver, exporters, input helpers, the experimental hooks) on
 # first use, through `__getattr__` below: `import tpu_estimator` only pays for what the call
@@ -95,9 +101,7 @@ class ExportSavedModelApiVersion:
   V2 = 2
 
 
-# Last: what the imports above left alive stays out of full garbage collections (gc_freeze.py).
-from tpu_estimator import gc_freeze as _gc_freeze  # pylint: disable=wrong-import-position
-
+# Last: what the imports above left alive stays out of full garbage collections too.
 _gc_freeze.freeze_imported()
 
 
