@@ -115,11 +115,11 @@ class PlannedSession(_tf_internals.SessionOfPlannedRuns):
     super().close()
 
 
-def planned(session):
-  """`session` (made by TensorFlow's SessionManager) as a `PlannedSession`; any other kind of
-  session is returned as it is."""
+def planned(session, kind=PlannedSession):
+  """`session` (made by TensorFlow's SessionManager) as a `kind` (`PlannedSession` or a
+  subclass of it); any other kind of session is returned as it is."""
   if type(session) is _v1.Session:  # pylint: disable=unidiomatic-typecheck
-    session.__class__ = PlannedSession
+    session.__class__ = kind
   return session
 
 
