@@ -43,11 +43,12 @@ OLDEST_REQUIREMENTS=("tensorflow-cpu==${OLDEST_TF}.*" "keras==3.5.*" tensorboard
 # sharding, XLA and its compilation cache across processes (TensorFlow's persistent cache
 # flags), graph reuse, Keras 3 naming in model_fn, contrib layers (legacy Keras through
 # tf-slim), export, RunConfig strategies, the session's readiness checks (equal to
-# TensorFlow's own report), the sessions' reused fetch plans, and each private TensorFlow API
-# the library uses: ~3 minutes on 2 cores.
+# TensorFlow's own report), the sessions' reused fetch plans, mixed precision compiled and not
+# (XLA's CPU backend in TF 2.16 keeps float16 products in float32), and each private TensorFlow
+# API the library uses: ~3 minutes on 2 cores.
 CORE_TESTS=(tests/test_tf_internals.py tests/test_ready_checks.py tests/test_checkpoint_faults.py
             tests/test_progress.py tests/test_tpu_estimator.py tests/test_xla.py
-            tests/test_compile_cache.py
+            tests/test_compile_cache.py tests/test_precision.py
             tests/test_eval_reuse.py tests/test_fetch_plans.py
             tests/test_keras_model_fns.py tests/test_contrib_layers.py tests/test_export.py
             tests/test_strategies.py)

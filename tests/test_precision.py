@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import tpu_estimator as te
 from helpers import NUM_CLASSES, NUM_FEATURES, XlaRunSpy, dataset_input_fn, make_data
+from tpu_estimator.distribute import xla as xla_lib
 from tpu_estimator.updates import precision
 
 v1 = tf.compat.v1
@@ -144,29 +145,84 @@ def test_float16_loss_scaling_still_applies_after_accumulation_ran_in_the_proces
 
 
 @pytest.mark.parametrize('precision', ['mixed_bfloat16', 'mixed_float16'])
-def test_compiled_loop_trains_as_the_uncompiled_one(tmp_path, precision):
+def test_compiled_loop_trains_as_the_uncompiled_one(tmp_path, precision, caplog, monkeypatch):
   """The whole loop compiled by XLA (xla=True; the default for long or repeated calls) keeps
   the low-precision math, float32 variables and, for float16, the skipped overflowing steps
-  and the lowered scale."""
+  and the lowered scale.  Where this TensorFlow's XLA CPU backend keeps float16 products in
+  float32 (TF 2.16), the default runs the loop uncompiled, with those same results, and
+  xla=True compiles it with a warning saying the results differ."""
+  monkeypatch.setattr(xla_lib, 'AUTO_MIN_STEPS', 3)  # the default compiles these 12 steps
   x, y = make_data(96)
   x = x * (2000.0 if precision == 'mixed_float16' else 1.0)
+  rounded = precision == 'mixed_bfloat16' or xla_lib.float16_products_rounded()
   readers = {}
-  for xla in (False, True):
+  for xla in (False, True, None):
     seen = {}
     config = te.RunConfig(model_dir=str(tmp_path / str(xla)), tpu_config=te.TPUConfig(
         iterations_per_loop=3, precision=precision, xla=xla))
     est = te.TPUEstimator(_model_fn(seen), config=config, use_tpu=True, train_batch_size=8)
     spy = XlaRunSpy()
-    est.train(dataset_input_fn(x, y, drop_remainder=True, repeat=False), hooks=[spy])
-    assert spy.whole_loop_runs == (4 if xla else 0)  # 12 batches in loops of 3
+    caplog.clear()
+    est.train(dataset_input_fn(x, y, drop_remainder=True, repeat=False), hooks=[spy],
+              steps=12)  # (a call of known length: the default may compile it)
+    compiled = xla is True or (xla is None and rounded)
+    assert spy.whole_loop_runs == (4 if compiled else 0)  # 12 batches in loops of 3
+    assert ('gives other results than the uncompiled one' in caplog.text) == (
+        xla is True and not rounded)
     assert seen['dtype'] == (tf.bfloat16 if precision == 'mixed_bfloat16' else tf.float16)
     readers[xla] = tf.train.load_checkpoint(str(tmp_path / str(xla)))
   names = readers[False].get_variable_to_dtype_map()
-  assert readers[True].get_variable_to_dtype_map() == names
   assert names['dense/kernel'] == tf.float32
-  for name in names:
-    np.testing.assert_allclose(readers[True].get_tensor(name), readers[False].get_tensor(name),
-                               rtol=2e-2, atol=1e-3, err_msg=name)
+  for xla in (True, None) if rounded else (None,):
+    assert readers[xla].get_variable_to_dtype_map() == names
+    for name in names:
+      np.testing.assert_allclose(readers[xla].get_tensor(name), readers[False].get_tensor(name),
+                                 rtol=2e-2, atol=1e-3, err_msg='%s, xla=%s' % (name, xla))
   if precision == 'mixed_float16':
-    assert readers[True].get_tensor('global_step') == readers[False].get_tensor('global_step')
     assert readers[False].get_tensor('global_step') < 12  # some steps overflowed: skipped
+    if not rounded:  # as the warning says: compiled, no product overflowed, no step skipped
+      assert readers[True].get_tensor('global_step') == 12
+
+
+def test_evaluation_the_default_compiles_gives_float16s_own_results(tmp_path, caplog,
+                                                                     monkeypatch):
+  """An evaluation the default compiles (steps= at least AUTO_MIN_BATCHES) of a float16 model
+  whose products pass float16's range: the loss is not finite, as uncompiled, also where
+  this TensorFlow's XLA CPU backend keeps float16 products in float32 (the loop then runs
+  uncompiled); xla=True there compiles it with a warning, and its loss is finite."""
+  monkeypatch.setattr(xla_lib, 'AUTO_MIN_BATCHES', 2)
+  x, y = make_data(64)
+  x = np.abs(x) * 1000.0 + 30000.0  # each value a float16, every sum of them past its range
+
+  def model_fn(features, labels, mode, params):
+    del params
+    kernel = v1.get_variable('dense/kernel', [NUM_FEATURES, NUM_CLASSES],
+                             initializer=tf.ones_initializer())
+    logits = tf.cast(tf.matmul(features['x'], kernel), tf.float32)  # past 65504: inf
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    if mode == te.ModeKeys.TRAIN:  # a checkpoint of the initial weights
+      return te.TPUEstimatorSpec(mode, loss=tf.zeros([]), train_op=v1.assign_add(
+          v1.train.get_global_step(), 1))
+    return te.TPUEstimatorSpec(mode, loss=loss)
+
+  rounded = xla_lib.float16_products_rounded()
+  losses = {}
+  for xla in (False, None, True):
+    config = te.RunConfig(model_dir=str(tmp_path), tpu_config=te.TPUConfig(
+        iterations_per_loop=2, precision='mixed_float16', xla=xla))
+    est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=8,
+                          eval_batch_size=8)
+    if xla is False:
+      est.train(dataset_input_fn(x, y), steps=1)
+    spy = XlaRunSpy()
+    caplog.clear()
+    losses[xla] = est.evaluate(dataset_input_fn(x, y, repeat=False), steps=4,
+                               hooks=[spy])['loss']
+    compiled = xla is True or (xla is None and rounded)
+    assert (spy.whole_loop_runs > 0) == compiled
+    assert ('gives other results than the uncompiled one' in caplog.text) == (
+        xla is True and not rounded)
+  assert not np.isfinite(losses[False])
+  assert not np.isfinite(losses[None])
+  assert np.isfinite(losses[True]) != rounded

@@ -43,9 +43,10 @@ it: `Auto`); anything else runs uncompiled, never the step alone. Where the loop
 compiled (an op without an XLA kernel at build, a compilation error at its first run:
 `CompileFailed`, variable updates no output needs: core/steps.py) the call is built again
 uncompiled with one warning, and later calls of the estimator do not try again; so it is,
-quietly, where compiling would not pay (convolutions on CPU: `check_pays`), and from the next
-call on where the compiled loop was timed slower than the uncompiled one (`Auto.judge`,
-loop_clock.py).
+quietly, where compiling would not pay (convolutions on CPU: `check_pays`) or would change
+the results (float16 matrix products where XLA's CPU backend keeps them in float32:
+`check_float16`), and from the next call on where the compiled loop was timed slower than the
+uncompiled one (`Auto.judge`, loop_clock.py).
 
 Evaluation and prediction with `use_tpu=True` on one replica or logical CPU replicas
 (`collect_intent`) compile their loop as a whole the same way
@@ -67,6 +68,7 @@ import logging
 import threading
 import weakref
 
+import numpy as np
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
@@ -281,11 +283,12 @@ def check_compilable(plan_xla, graph, operations, replicas):
   """Raises `NotCompilable` where the ops `model_fn` built in a compiled evaluation or
   prediction loop (`operations` in `graph`) include one without an XLA kernel, or, under
   xla=None, one that would not pay (`check_pays`)."""
-  types = op_types(graph, operations)
+  types, float16_products = step_ops(graph, operations)
   missing = missing_kernels(types, replicas)
   if missing:
     raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), model=True)
   check_pays(plan_xla, types, replicas)
+  check_float16(plan_xla, float16_products, replicas)
 
 
 def groups_input(plan_xla):
@@ -305,7 +308,7 @@ def whole_loop(plan_xla, ungrouped):
 
 
 def missing_kernels(types, replicas):
-  """The sorted op types among the step's `types` (`op_types`) without an XLA kernel for the
+  """The sorted op types among the step's `types` (`step_ops`) without an XLA kernel for the
   replicas' device."""
   kind = 'gpu' if any('gpu' in d.lower() for d in replicas.devices) else 'cpu'
   return uncompilable(types, kind)
@@ -378,12 +381,25 @@ def _has_kernel(op_type, jit_device):
   return jit_device in _tf_internals.registered_kernel_devices(op_type)
 
 
-def op_types(graph, operations):
-  """The op types of `operations` and of every function they call, transitively."""
-  types, seen, pending = set(), set(), []
+def step_ops(graph, operations):
+  """(types, float16_products): the op types of `operations` and of every function they
+  call, transitively, and those of them that are matrix products of float16
+  (`check_float16`)."""
+  types, products = set(), set()
+  for node in _node_defs(graph, operations):
+    types.add(node.op)
+    if node.op in _PRODUCTS and _is_float16(node):
+      products.add(node.op)
+  return types, products
+
+
+def _node_defs(graph, operations):
+  """The NodeDefs of `operations` and of every function they call, transitively."""
+  seen, pending = set(), []
   for op in operations:
-    types.add(op.type)
-    pending.extend(_tf_internals.called_function_names(op.node_def))
+    node = op.node_def
+    yield node
+    pending.extend(_tf_internals.called_function_names(node))
   while pending:
     name = pending.pop()
     if name in seen:
@@ -393,9 +409,8 @@ def op_types(graph, operations):
     if function is None:
       continue
     for node in function.definition.node_def:
-      types.add(node.op)
+      yield node
       pending.extend(_tf_internals.called_function_names(node))
-  return types
 
 
 def uncompilable(types, device_kind):
@@ -445,7 +460,7 @@ _SLOWER_COMPILED_ON_CPU = ('DepthwiseConv2dNative', 'Conv2D', 'Conv3D')
 def check_pays(plan_xla, types, replicas):
   """Under xla=None (`AUTO`), raises `NotCompilable` (a structural reason: a debug line, and
   the mode is not tried again) where the loop runs on CPU and its step's op `types`
-  (`op_types`) include ones that XLA's CPU backend runs slower than TensorFlow: compiling
+  (`step_ops`) include ones that XLA's CPU backend runs slower than TensorFlow: compiling
   would not pay.  xla=True compiles them all the same."""
   if plan_xla != AUTO or not replicas.on_cpu:
     return
@@ -453,6 +468,59 @@ def check_pays(plan_xla, types, replicas):
   if slower:
     raise NotCompilable('XLA\'s CPU backend runs %s slower than TensorFlow does' %
                         ', '.join(slower))
+
+
+# Matrix products whose float16 results XLA's CPU backend may keep in float32 (`check_float16`).
+_PRODUCTS = frozenset(['MatMul', 'BatchMatMul', 'BatchMatMulV2', 'BatchMatMulV3', 'Einsum'])
+
+
+def check_float16(plan_xla, products, replicas):
+  """Where a loop compiled on CPU has float16 matrix products (`products`, their op types:
+  `step_ops`) and this TensorFlow's XLA CPU backend computes them in float32 without rounding
+  the result to float16 (`float16_products_rounded`; TensorFlow 2.16 does): the compiled
+  loop would not give the uncompiled one's results (a product past float16's range stays
+  finite there, so `precision='mixed_float16'` skips no step for it and never lowers its loss
+  scale).  Under xla=None raises `NotCompilable` (a structural reason: the loop runs
+  uncompiled, as it would on a TensorFlow whose XLA rounds); under xla=True compiles all the
+  same, with a warning saying so."""
+  if plan_xla == OFF or not replicas.on_cpu or not products or float16_products_rounded():
+    return
+  what = ('XLA\'s CPU backend in TensorFlow %s computes float16 matrix products (%s) in '
+          'float32 without rounding them to float16' % (tf.__version__,
+                                                        ', '.join(sorted(products))))
+  if plan_xla == AUTO:
+    raise NotCompilable(what + ', so compiled they would not give the uncompiled results')
+  _log.warning('TPUConfig(xla=True): %s: the compiled loop gives other results than the '
+               'uncompiled one (a product past float16\'s range stays finite, so float16 loss '
+               'scaling skips no step for it).  Pass TPUConfig(xla=None) or xla=False for '
+               'float16\'s own results.', what)
+
+
+def _is_float16(node):
+  return any(node.attr[name].type == tf.float16.as_datatype_enum
+             for name in ('T', 'Tout') if name in node.attr)
+
+
+_rounding = {}
+_probing = threading.Lock()
+
+
+def float16_products_rounded():
+  """Whether XLA's CPU backend rounds a float16 matrix product to float16 (60000 x 2 gives
+  inf), as TensorFlow's own kernel does: one tiny computation compiled and run once per
+  process (~0.05 s)."""
+  with _probing:
+    if 'cpu' not in _rounding:
+      graph = tf.Graph()
+      with graph.as_default(), tf.device('/cpu:0'):
+        product = compile_computation(
+            lambda a: tf.cast(tf.matmul(a, a * 0.0 + 2.0), tf.float32),
+            [tf.constant([[60000.0]], tf.float16)])
+      with _v1.Session(graph=graph, config=_v1.ConfigProto(device_count={'GPU': 0})) as session:
+        value = session.run(product)
+      value = value[0] if isinstance(value, (list, tuple)) else value
+      _rounding['cpu'] = bool(np.isinf(value).all())
+    return _rounding['cpu']
 
 
 def step_compiles(plan_xla, whole, graph, operations, replicas):
@@ -464,19 +532,21 @@ def step_compiles(plan_xla, whole, graph, operations, replicas):
   (as `STEP`, where this names the ops)."""
   if plan_xla == OFF or (plan_xla == AUTO and not whole):
     return False
-  types = op_types(graph, operations)
+  types, float16_products = step_ops(graph, operations)
   missing = missing_kernels(types, replicas)
   if whole:
     if missing:
       raise NotCompilable('ops without an XLA kernel: %s' % ', '.join(missing), log=False,
                           model=True)
     check_pays(plan_xla, types, replicas)
+    check_float16(plan_xla, float16_products, replicas)
     return False  # the loop is one computation already: nothing left to cluster
   if missing:
     _log.warning('TPUConfig(xla=True): the training step runs without XLA: these ops in '
                  'model_fn have no XLA kernel: %s.  Remove them from model_fn (or move them '
                  'to host_call) to compile the step.', ', '.join(missing))
     return False
+  check_float16(plan_xla, float16_products, replicas)
   return True
 
 
