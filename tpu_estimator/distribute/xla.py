@@ -282,7 +282,8 @@ def check_outputs(outputs):
 def check_compilable(plan_xla, graph, operations, replicas):
   """Raises `NotCompilable` where the ops `model_fn` built in a compiled evaluation or
   prediction loop (`operations` in `graph`) include one without an XLA kernel, or, under
-  xla=None, one that would not pay (`check_pays`)."""
+  xla=None, one that would not pay (`check_pays`) or float16 products XLA would not round
+  (`check_float16`, which warns under xla=True)."""
   types, float16_products = step_ops(graph, operations)
   missing = missing_kernels(types, replicas)
   if missing:
