@@ -64,6 +64,7 @@ compilation failure at any of its runs (a new batch shape compiles when it comes
 again uncompiled with one warning. Prediction is not compiled by default.
 """
 import contextlib
+import functools
 import logging
 import threading
 import weakref
@@ -502,26 +503,18 @@ def _is_float16(node):
              for name in ('T', 'Tout') if name in node.attr)
 
 
-_rounding = {}
-_probing = threading.Lock()
-
-
+@functools.lru_cache(maxsize=None)
 def float16_products_rounded():
   """Whether XLA's CPU backend rounds a float16 matrix product to float16 (60000 x 2 gives
   inf), as TensorFlow's own kernel does: one tiny computation compiled and run once per
   process (~0.05 s)."""
-  with _probing:
-    if 'cpu' not in _rounding:
-      graph = tf.Graph()
-      with graph.as_default(), tf.device('/cpu:0'):
-        product = compile_computation(
-            lambda a: tf.cast(tf.matmul(a, a * 0.0 + 2.0), tf.float32),
-            [tf.constant([[60000.0]], tf.float16)])
-      with _v1.Session(graph=graph, config=_v1.ConfigProto(device_count={'GPU': 0})) as session:
-        value = session.run(product)
-      value = value[0] if isinstance(value, (list, tuple)) else value
-      _rounding['cpu'] = bool(np.isinf(value).all())
-    return _rounding['cpu']
+  graph = tf.Graph()
+  with graph.as_default(), tf.device('/cpu:0'):
+    product = compile_computation(lambda a: tf.cast(tf.matmul(a, a * 0.0 + 2.0), tf.float32),
+                                  [tf.constant([[60000.0]], tf.float16)])
+  with _v1.Session(graph=graph, config=_v1.ConfigProto(device_count={'GPU': 0})) as session:
+    value = session.run(product)
+  return bool(np.isinf(value[0] if isinstance(value, (list, tuple)) else value).all())
 
 
 def step_compiles(plan_xla, whole, graph, operations, replicas):
