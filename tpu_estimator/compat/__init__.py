@@ -14,6 +14,8 @@ a program that never calls `install()` sees TensorFlow exactly as shipped.
 - `tf.contrib` (on `tensorflow` and `tensorflow.compat.v1`): see `compat.contrib`;
 - `tensorflow.python.keras[.*]`: tf_keras when `tf.keras` is tf_keras (see
   `compat.python_keras`);
+- `import tensorflow_hub` where setuptools no longer ships `pkg_resources` (see
+  `compat.hub_import`);
 and registers in `sys.modules` the import paths legacy code used: `tensorflow.estimator[.*]`,
 `tensorflow.compat.v1.estimator[.*]`, `tensorflow.compat.v2.estimator[.*]`,
 `tensorflow_estimator[.*]`, TF 1.x's `tensorflow.python.estimator.*`, `tensorflow.contrib[.*]`,
@@ -23,12 +25,14 @@ plus `tensorflow.compat[.v1|.v2]` (the patched objects).
 The parts, each in its module: `namespaces` (the estimator namespace tables and the shared
 import machinery), `contrib` (tf.contrib), `tf1` (the --tf1 mode and the hint that points TF 1.x
 programs to it), `legacy_keras` (tf.compat.v1.layers on tf_keras), `cluster_resolver` (the
-local-machine TPUClusterResolver), `python_keras` (tensorflow.python.keras), `tf_modules` (TensorFlow's
-module objects).  Names the original had but this package does not provide raise an error
-saying so and what to use instead.
+local-machine TPUClusterResolver), `python_keras` (tensorflow.python.keras), `hub_import`
+(tensorflow_hub without pkg_resources), `tf_modules` (TensorFlow's module objects).  Names the
+original had but this package does not provide raise an error saying so and what to use
+instead.
 """
 from tpu_estimator.compat import cluster_resolver as _cluster_resolver
 from tpu_estimator.compat import contrib as _contrib
+from tpu_estimator.compat import hub_import as _hub_import
 from tpu_estimator.compat.legacy_keras import legacy_keras_available
 from tpu_estimator.compat.legacy_keras import use_legacy_keras
 from tpu_estimator.compat import namespaces as _namespaces
@@ -61,6 +65,7 @@ def install(tf1=False):
       _tf_modules.set_attr(tpu, 'CrossShardOptimizer', te.CrossShardOptimizer)
   _cluster_resolver.install(v2_modules + v1_modules)
   _python_keras.install()
+  _hub_import.install()
   contrib = _contrib.install(v2_modules, v1_modules)  # imports TensorFlow 2: before the switch
   if tf1:
     _tf1.install_tf1(contrib, _namespaces.build()['_v1'])
