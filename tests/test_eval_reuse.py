@@ -165,7 +165,9 @@ def _copied_input_fn(x, y, **kwargs):
 def test_a_new_input_of_the_same_structure_is_read_by_the_kept_graph(tmp_path, data, shards,
                                                                        xla):
   """Another input_fn over other data of the same element spec: the kept graph reads it (its
-  dataset fed serialized), with a new estimator's results; model_fn is not called again."""
+  dataset fed serialized), with a new estimator's results, and again when the same input_fn
+  is called again (the dataset made by the call before reused); model_fn is not called
+  again."""
   tpu = shards is not None
   config = {'xla': xla} if xla else {}
   model_fn, calls = h.counting(h.make_model_fn(tpu=tpu))
@@ -175,8 +177,10 @@ def test_a_new_input_of_the_same_structure_is_read_by_the_kept_graph(tmp_path, d
                      **config)
   x, y = data
   for part in [(x[:48], y[:48]), (x[48:], y[48:]), (x[:48], y[:48]), (x[5:90], y[5:90])]:
-    _assert_same(est.evaluate(_copied_input_fn(*part)),
-                 fresh.evaluate(h.dataset_input_fn(*part, repeat=False)))
+    expected = fresh.evaluate(h.dataset_input_fn(*part, repeat=False))
+    input_fn = _copied_input_fn(*part)
+    _assert_same(est.evaluate(input_fn), expected)
+    _assert_same(est.evaluate(input_fn), expected)
     got = list(est.predict(_copied_input_fn(*part)))
     expected = list(fresh.predict(h.dataset_input_fn(*part, repeat=False)))
     assert len(got) == len(expected) == len(part[0])
@@ -184,6 +188,33 @@ def test_a_new_input_of_the_same_structure_is_read_by_the_kept_graph(tmp_path, d
                                [p['probabilities'] for p in expected], rtol=1e-6)
   per_graph = shards or 1  # model_fn is called once per replica
   assert calls.count(te.ModeKeys.EVAL) == calls.count(te.ModeKeys.PREDICT) == per_graph
+
+
+def test_evaluate_again_reads_a_cached_inputs_source_again(tmp_path, data):
+  """A kept graph's later calls start over the dataset its first call made, unless it holds
+  state a call would see: a `cache()` read its source once, where the original's new graph
+  read it at every call (here a source that changed between calls)."""
+  model_fn, calls = h.counting(h.make_model_fn())
+  est = _estimator(tmp_path, None, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=4)
+  x, y = data
+  source = {'rows': 48}
+
+  def rows():
+    for i in range(source['rows']):
+      yield {'x': x[i]}, y[i]
+
+  def input_fn(params):
+    spec = ({'x': tf.TensorSpec([h.NUM_FEATURES], tf.float32)}, tf.TensorSpec([], tf.int64))
+    ds = tf.data.Dataset.from_generator(rows, output_signature=spec).cache()
+    return ds.batch(params['batch_size'])
+
+  fresh = _estimator(tmp_path, None, h.make_model_fn(), reuse_eval_graphs=False)
+  for count in (48, 48, 90, 90, 30):
+    source['rows'] = count
+    expected = fresh.evaluate(h.dataset_input_fn(x[:count], y[:count], repeat=False))
+    _assert_same(est.evaluate(input_fn), expected)
+  assert calls.count(te.ModeKeys.EVAL) == 1  # one graph, kept
 
 
 def _shuffled_copy(x, y):

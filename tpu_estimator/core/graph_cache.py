@@ -62,6 +62,7 @@ _STATEFUL_RANDOM = frozenset([
 _STATEFUL_PREFIXES = ('Random', 'Stateful', 'MutableHashTable', 'MutableDenseHashTable',
                       'FIFOQueue', 'PaddingFIFOQueue', 'PriorityQueue')
 _NOT_STATEFUL = frozenset(['StatefulPartitionedCall'])
+_DATASET_STATE = frozenset(['CacheDataset', 'CacheDatasetV2'])  # `_reusable`
 _CUSTOM_SCAFFOLD_PARTS = ('_init_op', '_init_feed_dict', '_init_fn', '_ready_op',
                           '_ready_for_local_init_op', '_local_init_op', '_local_init_feed_dict')
 _INIT_COLLECTIONS = (_v1.GraphKeys.INIT_OP, _v1.GraphKeys.LOCAL_INIT_OP,
@@ -102,10 +103,11 @@ def _graph_op_unseeded(op):
   return _unseeded(attrs, inputs)
 
 
-def _stateful_op(graph, roots, unseeded_ok=False):
+def _stateful_op(graph, roots, unseeded_ok=False, also=frozenset()):
   """The type of an op that keeps state between sessions and runs for `roots` (ops or
   tensors), in the graph or in a function they call; None if there is none.  `unseeded_ok`:
-  random ops drawing from unseeded sequences do not count (see `_unseeded`)."""
+  random ops drawing from unseeded sequences do not count (see `_unseeded`).  `also`: more
+  op types that count."""
   drained = set(graph.get_collection(device_loop.DRAINED_QUEUES))
   seen, stack, functions = set(), [getattr(r, 'op', r) for r in roots], []
   while stack:
@@ -113,7 +115,7 @@ def _stateful_op(graph, roots, unseeded_ok=False):
     if op is None or op.name in seen:
       continue
     seen.add(op.name)
-    if _keeps_state(op.type) and op.name not in drained and not (
+    if (_keeps_state(op.type) or op.type in also) and op.name not in drained and not (
         unseeded_ok and _draws_random(op.type) and _graph_op_unseeded(op)):
       return op.type
     functions.extend(_tf_internals.called_function_names(op.node_def))
@@ -132,7 +134,7 @@ def _stateful_op(graph, roots, unseeded_ok=False):
         function.definition
     for node in definition.node_def:
       seeds = [node.attr[a].i for a in _SEEDS if a in node.attr]
-      if _keeps_state(node.op) and not (
+      if (_keeps_state(node.op) or node.op in also) and not (
           unseeded_ok and _draws_random(node.op) and 'Dataset' not in node.op and
           _unseeded(seeds, [])):
         return node.op
@@ -366,6 +368,8 @@ class Cache:
   def put(self, entry):
     """Keeps `entry` (finalizing its graph: a later hook cannot add ops to it), closing the
     one it replaces."""
+    if not entry.graph.finalized:  # kept for the first time
+      _reuse_own_datasets(entry)
     entry.graph.finalize()
     with self._lock:
       old = self._entries.get(entry.key.mode)
@@ -375,6 +379,23 @@ class Cache:
 
   def clear(self):
     _close_all(self._entries, self._lock)
+
+
+def _reusable(graph, dataset):
+  """Whether a kept session may start its calls over the dataset (variant tensor or op) that
+  the first start made, rather than one made anew: it holds no state a call would see,
+  neither random ops, seeded or not (their sequence would go on or repeat where a new dataset
+  draws anew) nor a cache (a new dataset reads its source again)."""
+  return _stateful_op(graph, [dataset], also=_DATASET_STATE) is None
+
+
+def _reuse_own_datasets(entry):
+  """Lets the kept graph's iterators start over the dataset their first start made where it
+  is `_reusable` (iterators.Restartable.reuse_own_data)."""
+  host_input = getattr(entry.parts, 'host_input', None)
+  for iterator in getattr(host_input, 'iterators', None) or ():
+    if iterator.own_data is not None and _reusable(entry.graph, iterator.own_data):
+      iterator.reuse_own_data()
 
 
 def _close_all(entries, lock):
@@ -417,8 +438,8 @@ def read_new_input(entry, key, graph, host_input, session_config, unseeded_ok=Fa
   except tf.errors.OpError as error:
     _log.debug('The new input cannot be read by the kept graph: %s', error.message)
     return False
-  for iterator, graph_def in zip(old, graph_defs):
-    iterator.read_instead(graph_def)
+  for iterator, graph_def, serialization in zip(old, graph_defs, serializations):
+    iterator.read_instead(graph_def, reused=_reusable(graph, serialization))
   entry.key = key
   return True
 

@@ -24,7 +24,13 @@ tears its pipelines down, with the same wait.
 
 A kept graph's iterator can also start a copy over another call's dataset of the same element
 spec, fed serialized (`read_instead`, graph_cache.read_new_input): the kept graph reads a new
-input_fn's data."""
+input_fn's data.
+
+A start also keeps the dataset it made in the session (a variant variable), and where that
+dataset holds no state a call would see (graph_cache checks: no random op, no cache), the next
+starts make their copy over it instead of making the dataset again from its ops, or from the
+serialized graph fed: 1.5 ms less a start for a small in-memory input, and an evaluation of 64
+small batches called again took 13-14 ms instead of 16-17 (the pipeline runs faster too)."""
 
 import sys
 import threading
@@ -38,6 +44,7 @@ _v1 = tf.compat.v1
 _log = tf.get_logger()
 
 COPIES = 3  # iterator resources per input in a kept graph (why three: above)
+_NOTHING = object()  # `Restartable._made` before a start kept a dataset it may reuse
 
 
 class Restartable:
@@ -51,61 +58,89 @@ class Restartable:
     self._fed = None
     self._reader = first
     self._initializer = first.initializer
-    self._start = self._release = self._swap = None
+    self._start = self._release = self._swap = self._restart = None
+    self.own_data = None
     if copies > 1:
       self._handle_ops = [c.string_handle() for c in self._copies]
       iterator_op = self._handle_ops[0].op.inputs[0].op  # the first copy's IteratorV2
-      graph = iterator_op.graph
-      with graph.colocate_with(iterator_op):  # the reader where the copies live
-        types, shapes = iterator_op.get_attr('output_types'), iterator_op.get_attr('output_shapes')
-        # The copy the reader reads: a string variable of no collection (never saved, never
-        # in a readiness check), set by the start (raw ops: no strategy mirrors it).
-        name = graph.unique_name('input_copy_current')
-        current = tf.raw_ops.VarHandleOp(dtype=tf.string, shape=[], shared_name=name,
-                                         name=name)
-        read = tf.raw_ops.IteratorFromStringHandleV2(
-            string_handle=tf.raw_ops.ReadVariableOp(resource=current, dtype=tf.string),
-            output_types=types, output_shapes=shapes)
-        self._reader = _v1.data.Iterator(
-            read, None, _v1.data.get_output_types(dataset), _v1.data.get_output_shapes(dataset),
-            _v1.data.get_output_classes(dataset))
-        self._initializer = tf.group(
-            first.initializer,
-            tf.raw_ops.AssignVariableOp(resource=current, value=self._handle_ops[0]),
-            name='input_copy_first')
-        # One start and one release for every copy, the copy chosen by the handle fed: a
-        # session prepares each op's first run once (~7 ms for a small input), not per copy.
-        self._fed = _v1.placeholder(tf.string, [], name='input_copy_handle')
-        fed_copy = tf.raw_ops.IteratorFromStringHandleV2(
-            string_handle=self._fed, output_types=types, output_shapes=shapes)
-        self._start = tf.group(
-            tf.raw_ops.MakeIterator(dataset=tf.data.experimental.to_variant(dataset),
-                                    iterator=fed_copy),
-            tf.raw_ops.AssignVariableOp(resource=current, value=self._fed),
-            name='input_copy_start')
-        self._release = tf.raw_ops.MakeIterator(
-            dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=fed_copy,
-            name='input_copy_release')
-        self._fed_dataset, self._swap = _start_over_fed_data(fed_copy, current, self._fed)
+      with iterator_op.graph.colocate_with(iterator_op):  # the reader where the copies live
+        self._restart_ops(dataset, iterator_op)
     # What the hook may run (graph_cache checks them): the other copies' own initializers never.
     self.ops = [self._initializer] if self._fed is None else [
-        self._initializer, self._start, self._release, self._swap]
+        self._initializer, self._start, self._release, self._swap, self._restart]
     self._instead = None  # the serialized dataset kept calls start over, None: this one
+    self._reused = {None: False}  # _instead -> whether a start may reuse the dataset made
     self._session = None  # a weak reference to the kept session the state below is for
     self._handles = None
     self._threads = [None] * copies
     self._current = 0
     self._unreleased = None
+    self._made = _NOTHING  # the `_instead` whose dataset the session's `data` holds
+
+  def _restart_ops(self, dataset, iterator_op):
+    """The reader over the copy a start chose, and the ops that start and release copies."""
+    graph = iterator_op.graph
+    types, shapes = iterator_op.get_attr('output_types'), iterator_op.get_attr('output_shapes')
+    # The copy the reader reads: a string variable of no collection (never saved, never in a
+    # readiness check), set by the start (raw ops: no strategy mirrors it).
+    name = graph.unique_name('input_copy_current')
+    current = tf.raw_ops.VarHandleOp(dtype=tf.string, shape=[], shared_name=name, name=name)
+    read = tf.raw_ops.IteratorFromStringHandleV2(
+        string_handle=tf.raw_ops.ReadVariableOp(resource=current, dtype=tf.string),
+        output_types=types, output_shapes=shapes)
+    self._reader = _v1.data.Iterator(
+        read, None, _v1.data.get_output_types(dataset), _v1.data.get_output_shapes(dataset),
+        _v1.data.get_output_classes(dataset))
+    self._initializer = tf.group(
+        self._copies[0].initializer,
+        tf.raw_ops.AssignVariableOp(resource=current, value=self._handle_ops[0]),
+        name='input_copy_first')
+    # One start and one release for every copy, the copy chosen by the handle fed: a session
+    # prepares each op's first run once (~7 ms for a small input), not per copy.
+    self._fed = _v1.placeholder(tf.string, [], name='input_copy_handle')
+    fed_copy = tf.raw_ops.IteratorFromStringHandleV2(
+        string_handle=self._fed, output_types=types, output_shapes=shapes)
+    # The dataset a start made, kept in the session for the next starts (`reuse_own_data`,
+    # `read_instead`): a variant variable of no collection, as `current`.
+    name = graph.unique_name('input_copy_data')
+    data = tf.raw_ops.VarHandleOp(dtype=tf.variant, shape=[], shared_name=name, name=name)
+
+    def starting(value, op_name):  # sets `data` to `value` first, unless None
+      sets = [] if value is None else [tf.raw_ops.AssignVariableOp(resource=data, value=value)]
+      with tf.control_dependencies(sets):
+        dataset_kept = tf.raw_ops.ReadVariableOp(resource=data, dtype=tf.variant)
+      return tf.group(tf.raw_ops.MakeIterator(dataset=dataset_kept, iterator=fed_copy),
+                      tf.raw_ops.AssignVariableOp(resource=current, value=self._fed),
+                      name=op_name)
+
+    self.own_data = tf.data.experimental.to_variant(dataset)
+    self._start = starting(self.own_data, 'input_copy_start')
+    self._restart = starting(None, 'input_copy_restart')
+    self._release = tf.raw_ops.MakeIterator(
+        dataset=tf.data.experimental.to_variant(dataset.take(0)), iterator=fed_copy,
+        name='input_copy_release')
+    self._fed_dataset = _v1.placeholder(tf.string, [], name='input_copy_dataset')
+    self._swap = starting(tf.raw_ops.DatasetFromGraph(graph_def=self._fed_dataset),
+                          'input_copy_swap')
 
   @property
   def restartable_over_other_data(self):
     """Whether a kept session can start this iterator over another dataset (`read_instead`)."""
     return self._swap is not None
 
-  def read_instead(self, graph_def):
+  def read_instead(self, graph_def, reused=False):
     """Kept calls from now on start their copy over the dataset serialized in `graph_def` (of
-    this iterator's element spec), or over this iterator's own dataset (None)."""
+    this iterator's element spec), or over this iterator's own dataset (None).  `reused`:
+    the dataset holds no state a call would see (graph_cache checks), so the one the first
+    start makes serves the next."""
     self._instead = graph_def
+    if graph_def is not None:
+      self._reused = {None: self._reused[None], graph_def: reused}
+
+  def reuse_own_data(self):
+    """Kept calls over this iterator's own dataset start their copies over the one the first
+    start made: it holds no state a call would see (graph_cache checks)."""
+    self._reused[None] = True
 
   @property
   def initializer(self):
@@ -128,14 +163,20 @@ class Restartable:
       self._handles = session.run(self._handle_ops)
       self._threads = [None] * len(self._copies)
       self._unreleased = None
+      self._made = _NOTHING
     if self._unreleased is not None:  # the last call ended without `end()` (an exception)
       self.release(session)
     self._current = self._idle_copy()
     self._unreleased = self._current
+    feed = {self._fed: self._handles[self._current]}
+    reused = self._reused.get(self._instead, False)
+    if reused and self._made is self._instead:
+      return self._restart, feed
+    self._made = self._instead if reused else _NOTHING
     if self._instead is not None:
-      return self._swap, {self._fed: self._handles[self._current],
-                          self._fed_dataset: self._instead}
-    return self._start, {self._fed: self._handles[self._current]}
+      feed[self._fed_dataset] = self._instead
+      return self._swap, feed
+    return self._start, feed
 
   def _idle_copy(self):
     """The next copy after the current one whose release is over (waiting for the one whose
@@ -168,19 +209,6 @@ def serialization(dataset):
   return tf.raw_ops.DatasetToGraphV2(
       input_dataset=tf.data.experimental.to_variant(dataset),
       external_state_policy=2, strip_device_assignment=True)  # 2: fail on external state
-
-
-def _start_over_fed_data(fed_copy, current, fed_handle):
-  """(placeholder, op): the start of the copy `fed_copy` over another call's dataset of the
-  same element spec, fed serialized to the placeholder (`Restartable.read_instead`: a kept
-  graph reads a new input_fn's data), pointing the reader (`current`) at it."""
-  fed_dataset = _v1.placeholder(tf.string, [], name='input_copy_dataset')
-  start = tf.group(
-      tf.raw_ops.MakeIterator(dataset=tf.raw_ops.DatasetFromGraph(graph_def=fed_dataset),
-                              iterator=fed_copy),
-      tf.raw_ops.AssignVariableOp(resource=current, value=fed_handle),
-      name='input_copy_swap')
-  return fed_dataset, start
 
 
 def _quiet_run(session, op, feeds):
