@@ -99,8 +99,10 @@ def test_import_keeps_what_it_loaded_out_of_full_garbage_collections(monkeypatch
   step.  TPU_ESTIMATOR_GC_FREEZE=0 turns that off."""
   code = 'import gc, json, tpu_estimator\nprint(json.dumps(gc.get_freeze_count()))'
   assert _fresh(code) > 100000
+  # What the interpreter froze itself (375 objects on Python 3.12.1, none on 3.11 and 3.13).
+  bare = _fresh('import gc, json\nprint(json.dumps(gc.get_freeze_count()))')
   monkeypatch.setenv(gc_freeze.ENV, '0')
-  assert _fresh(code) == 0
+  assert _fresh(code) == bare
 
 
 def test_tensorflows_objects_are_frozen_before_the_package_imports_its_modules():
