@@ -172,11 +172,15 @@ class Restartable:
     reused = self._reused.get(self._instead, False)
     if reused and self._made is self._instead:
       return self._restart, feed
-    self._made = self._instead if reused else _NOTHING
+    self._made = _NOTHING  # until the start has run (`started`): it sets `data`
     if self._instead is not None:
       feed[self._fed_dataset] = self._instead
       return self._swap, feed
     return self._start, feed
+
+  def started(self):
+    """The start `start` returned has run: `data` holds the dataset it made."""
+    self._made = self._instead
 
   def _idle_copy(self):
     """The next copy after the current one whose release is over (waiting for the one whose
@@ -237,6 +241,9 @@ class InputStartHook(_v1.train.SessionRunHook):
       starts.append(op)
       feeds.update(feed)
     session.run(starts, feed_dict=feeds)
+    if kept:
+      for iterator in self._iterators:
+        iterator.started()
 
   def end(self, session):
     for iterator in self._iterators:
