@@ -217,6 +217,44 @@ def test_evaluate_again_reads_a_cached_inputs_source_again(tmp_path, data):
   assert calls.count(te.ModeKeys.EVAL) == 1  # one graph, kept
 
 
+def test_evaluate_again_lists_its_inputs_files_again(tmp_path, data):
+  """`Dataset.list_files` lists its files when the dataset is made: a file added between two
+  calls of a kept graph is read by the next call, as by the original's new graph (a session
+  folds the listing into a constant at its first run unless told not to), also by another
+  input_fn of the same structure."""
+  model_fn, calls = h.counting(h.make_model_fn())
+  est = _estimator(tmp_path / 'model', None, model_fn)
+  est.train(h.dataset_input_fn(*data), steps=4)
+  x, y = data
+  rows = tmp_path / 'rows'
+  rows.mkdir()
+
+  def write(name, lo, hi):
+    with open(rows / name, 'w') as f:
+      f.writelines(','.join([str(v) for v in x[i]] + [str(y[i])]) + '\n' for i in range(lo, hi))
+
+  def parse(line):
+    columns = tf.io.decode_csv(line, [[0.0]] * h.NUM_FEATURES + [[0]])
+    return {'x': tf.stack(columns[:-1])}, tf.cast(columns[-1], tf.int64)
+
+  def listing(pattern):
+    def input_fn(params):
+      files = tf.data.Dataset.list_files(str(rows / pattern), shuffle=False)
+      return tf.data.TextLineDataset(files).map(parse).batch(params['batch_size'])
+    return input_fn
+
+  fresh = _estimator(tmp_path / 'model', None, h.make_model_fn(), reuse_eval_graphs=False)
+  input_fn, other = listing('*.csv'), listing('?.csv')
+  for name, lo, hi, calls_of in (('a.csv', 0, 20, input_fn), (None, 0, 20, input_fn),
+                                 ('b.csv', 20, 40, input_fn), ('c.csv', 40, 60, other),
+                                 ('d.csv', 60, 90, other)):
+    if name:
+      write(name, lo, hi)
+    expected = fresh.evaluate(h.dataset_input_fn(x[:hi], y[:hi], repeat=False))
+    _assert_same(est.evaluate(calls_of), expected)
+  assert calls.count(te.ModeKeys.EVAL) == 2  # the other input_fn's graph: not read serialized
+
+
 def _shuffled_copy(x, y):
   def input_fn(params):
     ds = tf.data.Dataset.from_tensor_slices(({'x': x.copy()}, y.copy())).shuffle(8, seed=3)

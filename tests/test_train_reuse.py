@@ -198,6 +198,44 @@ def test_training_on_other_data_of_the_same_structure_goes_on_in_the_kept_graph(
   assert weights[True]['global_step'] == 9
 
 
+def test_a_kept_training_graph_lists_its_inputs_files_again(tmp_path):
+  """An input listing its files (`Dataset.list_files`) reads a file added between train()
+  calls in the kept graph too: the session would otherwise fold the listing into the value
+  of its first run. Same weights as a new graph per call."""
+  x, y = make_data(96)
+  rows = tmp_path / 'rows'
+  rows.mkdir()
+
+  def parse(line):
+    columns = tf.io.decode_csv(line, [[0.0]] * h.NUM_FEATURES + [[0]])
+    return {'x': tf.stack(columns[:-1])}, tf.cast(columns[-1], tf.int64)
+
+  def input_fn(params):
+    files = tf.data.Dataset.list_files(str(rows / '*.csv'), shuffle=False)
+    ds = tf.data.TextLineDataset(files).map(parse).repeat()
+    return ds.batch(params['batch_size'], drop_remainder=True)
+
+  def write(name, lo, hi):
+    with open(rows / name, 'w') as f:
+      f.writelines(','.join([str(v) for v in x[i]] + [str(y[i])]) + '\n' for i in range(lo, hi))
+
+  weights = {}
+  for reuse in (True, False):
+    for name in os.listdir(rows):
+      os.remove(rows / name)
+    model_fn = _Counted(make_model_fn(tpu=True))
+    est = _estimator(tmp_path / str(reuse), model_fn, reuse=reuse)
+    write('b.csv', 0, 48)
+    est.train(input_fn, steps=3)
+    est.train(input_fn, steps=3)
+    write('a.csv', 48, 96)  # listed first from now on
+    est.train(input_fn, steps=3)
+    weights[reuse] = _weights(est)
+    if reuse:
+      assert model_fn.calls < 3  # the last call went on in a kept graph
+  _assert_same(weights[True], weights[False])
+
+
 def test_training_on_a_seeded_shuffle_gets_a_new_graph(tmp_path):
   input_fn, model_fn, est = _counted_estimator(tmp_path)
   est.train(input_fn, steps=3)

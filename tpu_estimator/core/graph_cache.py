@@ -63,6 +63,8 @@ _STATEFUL_PREFIXES = ('Random', 'Stateful', 'MutableHashTable', 'MutableDenseHas
                       'FIFOQueue', 'PaddingFIFOQueue', 'PriorityQueue')
 _NOT_STATEFUL = frozenset(['StatefulPartitionedCall'])
 _DATASET_STATE = frozenset(['CacheDataset', 'CacheDatasetV2'])  # `_reusable`
+# Not registered as stateful, yet read what can change between runs (`_made_from_outside`).
+_OUTSIDE = frozenset(['MatchingFiles', 'ReadFile'])
 _CUSTOM_SCAFFOLD_PARTS = ('_init_op', '_init_feed_dict', '_init_fn', '_ready_op',
                           '_ready_for_local_init_op', '_local_init_op', '_local_init_feed_dict')
 _INIT_COLLECTIONS = (_v1.GraphKeys.INIT_OP, _v1.GraphKeys.LOCAL_INIT_OP,
@@ -280,7 +282,8 @@ class _Creator(_v1.train.SessionCreator):
     entry.scaffold.finalize()
     fresh = entry.session is None
     if fresh:
-      entry.session = _KeptSession(self._master, graph=entry.graph, config=self._config)
+      config = _unfolded(self._config) if _reads_files(entry) else self._config
+      entry.session = _KeptSession(self._master, graph=entry.graph, config=config)
     return entry.session, fresh
 
   def _ready(self, session):
@@ -385,8 +388,52 @@ def _reusable(graph, dataset):
   """Whether a kept session may start its calls over the dataset (variant tensor or op) that
   the first start made, rather than one made anew: it holds no state a call would see,
   neither random ops, seeded or not (their sequence would go on or repeat where a new dataset
-  draws anew) nor a cache (a new dataset reads its source again)."""
-  return _stateful_op(graph, [dataset], also=_DATASET_STATE) is None
+  draws anew) nor a cache (a new dataset reads its source again), and the values it was made
+  from are the same at every call (`_made_from_outside`)."""
+  return _stateful_op(graph, [dataset], also=_DATASET_STATE) is None and \
+      _made_from_outside(dataset) is None
+
+
+def _made_from_outside(dataset, types=None):
+  """The type of an op outside the datasets (computing their arguments in the graph, not in a
+  dataset's functions, which run for every iterator anyway) whose value can differ from one
+  run to the next: a file listing or read (`Dataset.list_files` lists when the dataset is
+  made), a variable, a Python function, any op TensorFlow registers as stateful; None if
+  there is none.  `types`: only ops of these types count."""
+  seen, stack = set(), [getattr(dataset, 'op', dataset)]
+  while stack:
+    op = stack.pop()
+    if op.name in seen:
+      continue
+    seen.add(op.name)
+    if 'Dataset' not in op.type and (op.type in _OUTSIDE or op.op_def.is_stateful) and (
+        types is None or op.type in types):
+      return op.type
+    stack.extend(t.op for t in op.inputs)
+    stack.extend(op.control_inputs)
+  return None
+
+
+def _reads_files(entry):
+  """Whether the entry's input lists or reads files outside its datasets: ops TensorFlow does
+  not register as stateful, so a session folds them into constants when it first runs them
+  (OptimizerOptions L1) and a kept session would list the files of its first call forever."""
+  host_input = getattr(entry.parts, 'host_input', None)
+  return any(_made_from_outside(iterator.own_data, _OUTSIDE) is not None
+             for iterator in getattr(host_input, 'iterators', None) or ())
+
+
+def _unfolded(config):
+  """`config` (a ConfigProto or None) with the session's own constant folding off (common
+  subexpressions still eliminated): the input's file listing runs at every start."""
+  unfolded = _v1.ConfigProto()
+  if config is not None:
+    unfolded.CopyFrom(config)
+  options = unfolded.graph_options.optimizer_options
+  options.opt_level = _v1.OptimizerOptions.L0
+  options.do_common_subexpression_elimination = True
+  options.do_constant_folding = False
+  return unfolded
 
 
 def _reuse_own_datasets(entry):
@@ -430,8 +477,9 @@ def read_new_input(entry, key, graph, host_input, session_config, unseeded_ok=Fa
              for o, n in zip(old, new)):
     return False
   serializations = [iterators.serialization(dataset) for dataset in new]
-  if _stateful_op(graph, serializations, unseeded_ok):
-    return False
+  if _stateful_op(graph, serializations, unseeded_ok) or \
+      any(_made_from_outside(serialized) is not None for serialized in serializations):
+    return False  # serialized, a file listing or variable read would keep its first value
   try:
     with _v1.Session(graph=graph, config=session_config) as session:
       graph_defs = session.run(serializations)

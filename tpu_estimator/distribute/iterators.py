@@ -59,7 +59,7 @@ class Restartable:
     self._reader = first
     self._initializer = first.initializer
     self._start = self._release = self._swap = self._restart = None
-    self.own_data = None
+    self.own_data = tf.data.experimental.to_variant(dataset)  # what graph_cache checks
     if copies > 1:
       self._handle_ops = [c.string_handle() for c in self._copies]
       iterator_op = self._handle_ops[0].op.inputs[0].op  # the first copy's IteratorV2
@@ -113,7 +113,6 @@ class Restartable:
                       tf.raw_ops.AssignVariableOp(resource=current, value=self._fed),
                       name=op_name)
 
-    self.own_data = tf.data.experimental.to_variant(dataset)
     self._start = starting(self.own_data, 'input_copy_start')
     self._restart = starting(None, 'input_copy_restart')
     self._release = tf.raw_ops.MakeIterator(
