@@ -441,7 +441,7 @@ def _reuse_own_datasets(entry):
   is `_reusable` (iterators.Restartable.reuse_own_data)."""
   host_input = getattr(entry.parts, 'host_input', None)
   for iterator in getattr(host_input, 'iterators', None) or ():
-    if iterator.own_data is not None and _reusable(entry.graph, iterator.own_data):
+    if _reusable(entry.graph, iterator.own_data):
       iterator.reuse_own_data()
 
 
