@@ -217,6 +217,29 @@ def test_evaluate_again_reads_a_cached_inputs_source_again(tmp_path, data):
   assert calls.count(te.ModeKeys.EVAL) == 1  # one graph, kept
 
 
+def test_predict_again_reads_a_file_its_model_reads(tmp_path, data):
+  """A model_fn reading a file (`tf.io.read_file`): a kept graph's next call reads it again,
+  as the original's new graph did (a session would fold the read into its first value)."""
+  offset = tmp_path / 'offset.txt'
+
+  def model_fn(features, labels, mode, params):
+    spec = h.make_model_fn()(features, labels, mode, params)
+    if mode != te.ModeKeys.PREDICT:
+      return spec
+    shift = tf.strings.to_number(tf.io.read_file(str(offset)))
+    return te.EstimatorSpec(mode, predictions={'shifted': spec.predictions['classes'] * 0 +
+                                               tf.cast(shift, tf.int64)})
+
+  counted, calls = h.counting(model_fn)
+  est = _estimator(tmp_path / 'model', None, counted)
+  est.train(h.dataset_input_fn(*data), steps=2)
+  predict_fn = h.dataset_input_fn(data[0][:8], data[1][:8], repeat=False)
+  for value in (3, 3, 7, 11):
+    offset.write_text(str(value))
+    assert [p['shifted'] for p in est.predict(predict_fn)] == [value] * 8
+  assert calls.count(te.ModeKeys.PREDICT) == 1  # one graph, kept
+
+
 def test_evaluate_again_lists_its_inputs_files_again(tmp_path, data):
   """`Dataset.list_files` lists its files when the dataset is made: a file added between two
   calls of a kept graph is read by the next call, as by the original's new graph (a session

@@ -394,20 +394,19 @@ def _reusable(graph, dataset):
       _made_from_outside(dataset) is None
 
 
-def _made_from_outside(dataset, types=None):
+def _made_from_outside(dataset):
   """The type of an op outside the datasets (computing their arguments in the graph, not in a
   dataset's functions, which run for every iterator anyway) whose value can differ from one
   run to the next: a file listing or read (`Dataset.list_files` lists when the dataset is
   made), a variable, a Python function, any op TensorFlow registers as stateful; None if
-  there is none.  `types`: only ops of these types count."""
+  there is none."""
   seen, stack = set(), [getattr(dataset, 'op', dataset)]
   while stack:
     op = stack.pop()
     if op.name in seen:
       continue
     seen.add(op.name)
-    if 'Dataset' not in op.type and (op.type in _OUTSIDE or op.op_def.is_stateful) and (
-        types is None or op.type in types):
+    if 'Dataset' not in op.type and (op.type in _OUTSIDE or op.op_def.is_stateful):
       return op.type
     stack.extend(t.op for t in op.inputs)
     stack.extend(op.control_inputs)
@@ -415,12 +414,11 @@ def _made_from_outside(dataset, types=None):
 
 
 def _reads_files(entry):
-  """Whether the entry's input lists or reads files outside its datasets: ops TensorFlow does
-  not register as stateful, so a session folds them into constants when it first runs them
-  (OptimizerOptions L1) and a kept session would list the files of its first call forever."""
-  host_input = getattr(entry.parts, 'host_input', None)
-  return any(_made_from_outside(iterator.own_data, _OUTSIDE) is not None
-             for iterator in getattr(host_input, 'iterators', None) or ())
+  """Whether the entry's graph lists or reads files (its input's `Dataset.list_files`, a
+  `tf.io.read_file` in model_fn): ops TensorFlow does not register as stateful, so a session
+  folds them into constants when it first runs them (OptimizerOptions L1), and a kept session
+  would read what its first call found forever."""
+  return any(op.type in _OUTSIDE for op in entry.graph.get_operations())
 
 
 def _unfolded(config):
