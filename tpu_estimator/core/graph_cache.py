@@ -63,7 +63,8 @@ _STATEFUL_PREFIXES = ('Random', 'Stateful', 'MutableHashTable', 'MutableDenseHas
                       'FIFOQueue', 'PaddingFIFOQueue', 'PriorityQueue')
 _NOT_STATEFUL = frozenset(['StatefulPartitionedCall'])
 _DATASET_STATE = frozenset(['CacheDataset', 'CacheDatasetV2'])  # `_reusable`
-# Not registered as stateful, yet read what can change between runs (`_made_from_outside`).
+# Not registered as stateful, yet read what can change between runs (`_made_from_outside`,
+# `_reads_files`).
 _OUTSIDE = frozenset(['MatchingFiles', 'ReadFile'])
 _CUSTOM_SCAFFOLD_PARTS = ('_init_op', '_init_feed_dict', '_init_fn', '_ready_op',
                           '_ready_for_local_init_op', '_local_init_op', '_local_init_feed_dict')
@@ -423,7 +424,7 @@ def _reads_files(entry):
 
 def _unfolded(config):
   """`config` (a ConfigProto or None) with the session's own constant folding off (common
-  subexpressions still eliminated): the input's file listing runs at every start."""
+  subexpressions still eliminated): the graph's file listings and reads run at every call."""
   unfolded = _v1.ConfigProto()
   if config is not None:
     unfolded.CopyFrom(config)
