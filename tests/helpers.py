@@ -21,6 +21,18 @@ def make_data(n=96, seed=0):
   return x, y
 
 
+def write_csv_rows(path, x, y, lo, hi):
+  """Rows lo..hi-1 of (x, y) as CSV lines (features, then the label) in `path`."""
+  with open(path, 'w') as f:
+    f.writelines(','.join([str(v) for v in x[i]] + [str(y[i])]) + '\n' for i in range(lo, hi))
+
+
+def parse_csv_row(line):
+  """(features, label) of a line `write_csv_rows` wrote."""
+  columns = tf.io.decode_csv(line, [[0.0]] * NUM_FEATURES + [[0]])
+  return {'x': tf.stack(columns[:-1])}, tf.cast(columns[-1], tf.int64)
+
+
 def dataset_input_fn(x, y, batch_size=None, repeat=True, drop_remainder=False):
   """An input_fn reading (x, y); batch from params['batch_size'] unless given."""
 

@@ -252,18 +252,10 @@ def test_evaluate_again_lists_its_inputs_files_again(tmp_path, data):
   rows = tmp_path / 'rows'
   rows.mkdir()
 
-  def write(name, lo, hi):
-    with open(rows / name, 'w') as f:
-      f.writelines(','.join([str(v) for v in x[i]] + [str(y[i])]) + '\n' for i in range(lo, hi))
-
-  def parse(line):
-    columns = tf.io.decode_csv(line, [[0.0]] * h.NUM_FEATURES + [[0]])
-    return {'x': tf.stack(columns[:-1])}, tf.cast(columns[-1], tf.int64)
-
   def listing(pattern):
     def input_fn(params):
       files = tf.data.Dataset.list_files(str(rows / pattern), shuffle=False)
-      return tf.data.TextLineDataset(files).map(parse).batch(params['batch_size'])
+      return tf.data.TextLineDataset(files).map(h.parse_csv_row).batch(params['batch_size'])
     return input_fn
 
   fresh = _estimator(tmp_path / 'model', None, h.make_model_fn(), reuse_eval_graphs=False)
@@ -272,7 +264,7 @@ def test_evaluate_again_lists_its_inputs_files_again(tmp_path, data):
                                  ('b.csv', 20, 40, input_fn), ('c.csv', 40, 60, other),
                                  ('d.csv', 60, 90, other)):
     if name:
-      write(name, lo, hi)
+      h.write_csv_rows(rows / name, x, y, lo, hi)
     expected = fresh.evaluate(h.dataset_input_fn(x[:hi], y[:hi], repeat=False))
     _assert_same(est.evaluate(calls_of), expected)
   assert calls.count(te.ModeKeys.EVAL) == 2  # the other input_fn's graph: not read serialized

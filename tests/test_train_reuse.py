@@ -206,18 +206,10 @@ def test_a_kept_training_graph_lists_its_inputs_files_again(tmp_path):
   rows = tmp_path / 'rows'
   rows.mkdir()
 
-  def parse(line):
-    columns = tf.io.decode_csv(line, [[0.0]] * h.NUM_FEATURES + [[0]])
-    return {'x': tf.stack(columns[:-1])}, tf.cast(columns[-1], tf.int64)
-
   def input_fn(params):
     files = tf.data.Dataset.list_files(str(rows / '*.csv'), shuffle=False)
-    ds = tf.data.TextLineDataset(files).map(parse).repeat()
+    ds = tf.data.TextLineDataset(files).map(h.parse_csv_row).repeat()
     return ds.batch(params['batch_size'], drop_remainder=True)
-
-  def write(name, lo, hi):
-    with open(rows / name, 'w') as f:
-      f.writelines(','.join([str(v) for v in x[i]] + [str(y[i])]) + '\n' for i in range(lo, hi))
 
   weights = {}
   for reuse in (True, False):
@@ -225,10 +217,10 @@ def test_a_kept_training_graph_lists_its_inputs_files_again(tmp_path):
       os.remove(rows / name)
     model_fn = _Counted(make_model_fn(tpu=True))
     est = _estimator(tmp_path / str(reuse), model_fn, reuse=reuse)
-    write('b.csv', 0, 48)
+    h.write_csv_rows(rows / 'b.csv', x, y, 0, 48)
     est.train(input_fn, steps=3)
     est.train(input_fn, steps=3)
-    write('a.csv', 48, 96)  # listed first from now on
+    h.write_csv_rows(rows / 'a.csv', x, y, 48, 96)  # listed first from now on
     est.train(input_fn, steps=3)
     weights[reuse] = _weights(est)
     if reuse:

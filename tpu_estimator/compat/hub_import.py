@@ -13,19 +13,13 @@ packaging).  Code importing `pkg_resources` afterwards still finds none, and whe
 provides one nothing changes.
 """
 import importlib.abc
-import importlib.util
 import sys
 import types
 
+from tpu_estimator.compat import extras
+
 _HUB = 'tensorflow_hub'
 _PKG_RESOURCES = 'pkg_resources'
-
-
-def _pkg_resources_found():
-  try:
-    return importlib.util.find_spec(_PKG_RESOURCES) is not None
-  except (ImportError, ValueError):
-    return False
 
 
 class _WithStandIn(importlib.abc.Loader):
@@ -63,7 +57,7 @@ class _HubFinder(importlib.abc.MetaPathFinder):
   `pkg_resources` can be found."""
 
   def find_spec(self, fullname, path=None, target=None):
-    if fullname != _HUB or _pkg_resources_found():
+    if fullname != _HUB or extras.installed(_PKG_RESOURCES):
       return None
     for finder in sys.meta_path:
       if finder is self or not hasattr(finder, 'find_spec'):

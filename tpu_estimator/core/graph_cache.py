@@ -440,8 +440,8 @@ def _reuse_own_datasets(entry):
   is `_reusable` (iterators.Restartable.reuse_own_data)."""
   host_input = getattr(entry.parts, 'host_input', None)
   for iterator in getattr(host_input, 'iterators', None) or ():
-    if _reusable(entry.graph, iterator.own_data):
-      iterator.reuse_own_data()
+    if iterator.restartable_over_other_data and _reusable(entry.graph, iterator.own_data):
+      iterator.reuse_own_data()  # (one copy, on a GPU: made anew in place at every call)
 
 
 def _close_all(entries, lock):

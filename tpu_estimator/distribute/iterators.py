@@ -69,7 +69,7 @@ class Restartable:
     self.ops = [self._initializer] if self._fed is None else [
         self._initializer, self._start, self._release, self._swap, self._restart]
     self._instead = None  # the serialized dataset kept calls start over, None: this one
-    self._reused = {None: False}  # _instead -> whether a start may reuse the dataset made
+    self._own_reused = self._instead_reused = False  # a start may reuse the dataset made
     self._session = None  # a weak reference to the kept session the state below is for
     self._handles = None
     self._threads = [None] * copies
@@ -133,13 +133,12 @@ class Restartable:
     the dataset holds no state a call would see (graph_cache checks), so the one the first
     start makes serves the next."""
     self._instead = graph_def
-    if graph_def is not None:
-      self._reused = {None: self._reused[None], graph_def: reused}
+    self._instead_reused = reused
 
   def reuse_own_data(self):
     """Kept calls over this iterator's own dataset start their copies over the one the first
     start made: it holds no state a call would see (graph_cache checks)."""
-    self._reused[None] = True
+    self._own_reused = True
 
   @property
   def initializer(self):
@@ -168,7 +167,7 @@ class Restartable:
     self._current = self._idle_copy()
     self._unreleased = self._current
     feed = {self._fed: self._handles[self._current]}
-    reused = self._reused.get(self._instead, False)
+    reused = self._own_reused if self._instead is None else self._instead_reused
     if reused and self._made is self._instead:
       return self._restart, feed
     self._made = _NOTHING  # until the start has run (`started`): it sets `data`
