@@ -5,6 +5,8 @@ programs are small scripts that import no TensorFlow."""
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -73,6 +75,18 @@ def test_tf_configs_keep_their_positional_ports_and_default_to_chief_and_workers
   assert launcher.tf_configs(1, [1111], num_ps=0)[0]['cluster'] == {'chief': ['127.0.0.1:1111']}
   only_ps = launcher.tf_configs(1, [1111, 2222], num_ps=1)[0]['cluster']
   assert only_ps == {'chief': ['127.0.0.1:1111'], 'ps': ['127.0.0.1:2222']}
+
+
+def test_a_port_handed_out_in_another_process_is_not_handed_out_again():
+  """Two clusters launched at the same time on one machine (two test processes) must not share
+  a port: until its task binds it a port looks free, so free_ports claims what it hands out."""
+  theirs = json.loads(subprocess.run(
+      [sys.executable, '-c', 'import json; from tpu_estimator.tools import launcher; '
+       'print(json.dumps(launcher.free_ports(300)))'],
+      capture_output=True, text=True, check=True).stdout)
+  ours = launcher.free_ports(300)
+  assert len(set(theirs)) == len(set(ours)) == 300
+  assert not set(theirs) & set(ours)
 
 
 @pytest.mark.parametrize('kwargs, match', [

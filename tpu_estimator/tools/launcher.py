@@ -18,13 +18,21 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+
+# How long a port handed out by free_ports stays claimed against other calls on this machine:
+# long enough for the tasks it was chosen for to start (a TensorFlow import) and bind it.
+_CLAIM_SECS = 300
 
 
 def free_ports(count):
   """`count` distinct free TCP ports on 127.0.0.1, below the system's ephemeral range where it
   can: a port picked there can be taken, before its task binds it, by an outgoing connection
-  of another task (measured: a ps task then failed to start its server)."""
+  of another task (measured: a ps task then failed to start its server).  A port handed out
+  is claimed for `_CLAIM_SECS` against every other call on this machine, in any process: until
+  its task binds it, it still looks free (seen once: two test processes launching clusters at
+  the same time, and a chief that could not bind its port)."""
   low, _ = _ephemeral_range()
   candidates = list(range(max(1024, low - 12000), low))
   random.shuffle(candidates)
@@ -32,7 +40,7 @@ def free_ports(count):
   for port in candidates:
     if len(chosen) == count:
       return chosen
-    if _bindable(port):
+    if _bindable(port) and _claim(port):
       chosen.append(port)
   return chosen + _any_free_ports(count - len(chosen), exclude=chosen)
 
@@ -55,6 +63,29 @@ def _bindable(port):
     return False
   finally:
     sock.close()
+
+
+def _claim(port):
+  """True when no free_ports call on this machine handed out `port` in the last _CLAIM_SECS
+  seconds; then it is this call's (a file per port under the temp dir, made exclusively, holds
+  the claim).  Where no claim can be written, binding is the only check, as before."""
+  directory = os.path.join(tempfile.gettempdir(), 'tpu-estimator-ports')
+  path = os.path.join(directory, str(port))
+  try:
+    os.makedirs(directory, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    return True
+  except FileExistsError:
+    pass
+  except OSError:
+    return True
+  try:
+    if time.time() - os.path.getmtime(path) < _CLAIM_SECS:
+      return False
+    os.utime(path)  # an old claim: this call's now
+    return True
+  except OSError:
+    return False
 
 
 def _any_free_ports(count, exclude=()):
