@@ -5,6 +5,11 @@ import platform
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# numpy's OpenBLAS (models.make_data's `x @ w`, before numpy is imported) in one thread: its
+# worker threads otherwise spin for ~0.1 s after each product, on one of this machine's two
+# cores, during whatever is timed next (measured: evaluate() again 19-34 ms right after making
+# its input, 10-11 ms without the spin).  TensorFlow does not use OpenBLAS.
+os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 for path in (ROOT, HERE):
