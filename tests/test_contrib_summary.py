@@ -104,3 +104,40 @@ def test_docs_host_call_pattern_writes_readable_events(tmp_path, shards):
   # one value per step, at the step the loss was computed at (as the original wrote them)
   assert sorted(losses) == list(range(7))
   assert all(np.isfinite(v) and v > 0 for v in losses.values())
+
+
+def _model_fn_with_its_own_writer(logdir):
+  """tensorflow/tpu's MnasNet and EfficientNet with `--add_summaries`: model_fn creates a TF2
+  writer itself and writes the loss at every step, with no host_call."""
+
+  def model_fn(features, labels, mode, params):
+    del params
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=h._logits(features)))
+    step = v1.train.get_or_create_global_step()
+    with tf.summary.create_file_writer(logdir).as_default(), tf.summary.record_if(True):
+      tf.summary.scalar('own_loss', loss, step=step)
+    with tf.control_dependencies(v1.summary.all_v2_summary_ops()):
+      train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.1)).minimize(
+          loss, step)
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  return model_fn
+
+
+@pytest.mark.parametrize('use_tpu', [True, False])
+def test_a_writer_model_fn_creates_itself_is_initialised_and_flushed_at_every_call(
+    tmp_path, use_tpu):
+  """The original's TPU session hook initialised every writer of the graph, host_call or not
+  (without it: "Resource ... SummaryWriterInterface does not exist"); a kept graph's session
+  stays open, so each call's end flushes them."""
+  x, y = h.make_data(64)
+  logdir = str(tmp_path / 'own')
+  est = te.TPUEstimator(_model_fn_with_its_own_writer(logdir), use_tpu=use_tpu,
+                        config=h.tpu_config(1, 2, model_dir=str(tmp_path / 'model')),
+                        train_batch_size=16)
+  input_fn = h.dataset_input_fn(x, y)
+  est.train(input_fn, steps=4)
+  assert sorted(h.scalar_summaries(logdir, 'own_loss')) == [0, 1, 2, 3]
+  est.train(input_fn, steps=4)  # the graph kept: written before the call returns
+  assert sorted(h.scalar_summaries(logdir, 'own_loss')) == list(range(8))

@@ -22,39 +22,36 @@ def call_host_fn(fn, tensors):
 
 
 class SummaryWriter:
-  """A TF2 summary writer for `logdir` in the graph being built, initialised and flushed by
-  its hook."""
+  """A TF2 summary writer for `logdir` in the graph being built (initialised and flushed with
+  the graph's other writers by `writers_hooks`)."""
 
   def __init__(self, logdir):
     with tf.init_scope():
       self.writer = tf.summary.create_file_writer(logdir)
-      self._init = self.writer.init()
-      self._flush = self.writer.flush()
 
-  def hook(self):
-    """The hook initialising and flushing this writer and every other one the graph has by
-    now (a host_call's own, `tf.summary.create_file_writer` inside it, as TPU programs did):
-    the session of a graph kept for the next call stays open, so they are not flushed by
-    closing it, as they were when every call closed its session."""
-    others = [op for op in _tf_internals.summary_writer_initializers() if op is not self._init]
-    with tf.init_scope():
-      flush = tf.group(self._flush, *[tf.raw_ops.FlushSummaryWriter(writer=op.inputs[0])
-                                      for op in others])
-    return _WriterHook(self._init, flush)
+
+def writers_hooks():
+  """[a hook initialising every TF2 summary writer of the graph being built when a call's
+  session starts, and flushing them all when the call ends], or [] where it has none.
+
+  Built once the step is (a host_call's writer, ours; one `model_fn` or a host_call created
+  itself with `tf.summary.create_file_writer`, as tensorflow/tpu's MnasNet and EfficientNet did
+  with `--add_summaries`): the original's TPU session hook initialised and flushed every
+  writer of the graph, host_call or not.  A kept graph's session stays open across calls, so
+  flushing at each call's end is what closing the session did before."""
+  inits = list(_tf_internals.summary_writer_initializers())
+  if not inits:
+    return []
+  with tf.init_scope():
+    flush = tf.group(*[tf.raw_ops.FlushSummaryWriter(writer=op.inputs[0]) for op in inits])
+  return [_WriterHook(inits, flush)]
 
 
 class _WriterHook(_v1.train.SessionRunHook):
 
-  def __init__(self, init_op, flush_op):
-    self._init = [init_op]
+  def __init__(self, init_ops, flush_op):
+    self._init = init_ops
     self._flush = flush_op
-
-  def begin(self):
-    # Also the writers a host_call created itself (`tf.summary.create_file_writer` inside it,
-    # as TPU programs did): the original's host-call hook initialised every writer too.
-    own = self._init[0]
-    self._init = [own] + [op for op in _tf_internals.summary_writer_initializers()
-                          if op is not own]
 
   def after_create_session(self, session, coord):
     del coord
