@@ -477,8 +477,9 @@ def test_params_passed_but_model_fn_lacks_params():
 
 
 def test_tpu_estimator_params_must_be_a_dict():
-  """TPUEstimator writes params['batch_size'] (the plain Estimator passes any params object
-  through, as the original did: tests/test_estimator.py)."""
+  """TPUEstimator writes params['batch_size'] into a dict, or into an HParams with set_hparam
+  (tests/test_tpu_estimator.py); the plain Estimator passes any params object through, as the
+  original did (tests/test_estimator.py)."""
   with pytest.raises(TypeError, match=_match('`params` must be a dict', "params=[('lr', 0.1)]")):
     _tpu_estimator(params=[('lr', 0.1)])
 

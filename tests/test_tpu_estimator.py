@@ -59,6 +59,54 @@ def test_batch_sizes_seen_by_input_fn_and_model_fn(tmp_path, shards, mode, expec
   assert est.get_variable_value('global_step') == 2
 
 
+def test_params_as_hparams_get_the_batch_size_set_in_a_copy(tmp_path):
+  """The original set its keys in an HParams `params` with set_hparam/add_hparam (TF 1.x
+  programs built their hyperparameters as one, `tf.contrib.training.HParams`)."""
+  from tpu_estimator.compat.contrib import training  # pylint: disable=import-outside-toplevel
+  x, y = h.make_data(64)
+  seen = []
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    seen.append(('model_fn', params.batch_size, params.lr))
+    return inner(features, labels, mode, {})
+
+  def input_fn(params):
+    seen.append(('input_fn', params.batch_size, params.context.num_replicas))
+    return h.dataset_input_fn(x, y)({'batch_size': params.batch_size})
+
+  hparams = training.HParams(lr=0.1)
+  est = _tpu_est(tmp_path, 2, model_fn, params=hparams)
+  est.train(input_fn, steps=2)
+  assert seen == [('input_fn', 16, 2), ('model_fn', 8, 0.1), ('model_fn', 8, 0.1)]
+  assert hparams.values() == {'lr': 0.1}  # the caller's object is left as it was
+  with pytest.raises(ValueError, match='reserved'):
+    _tpu_est(tmp_path, 2, model_fn, params=training.HParams(batch_size=8))
+
+
+def test_a_sharded_model_fn_gets_the_replicas_in_params_context(tmp_path):
+  """As the original's model_fn on TPU: params['context'] says how many replicas there are;
+  where the input goes is input_fn's to ask.  One device (use_tpu=False) has no context."""
+  x, y = h.make_data(64)
+  seen = []
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    context = params.get('context')
+    if context is not None:
+      seen.append((context.num_replicas, context.num_hosts, context.num_of_replicas_per_host))
+      with pytest.raises(RuntimeError, match='input_fn'):
+        context.current_input_fn_deployment()
+    else:
+      seen.append(None)
+    return inner(features, labels, mode, params)
+
+  _tpu_est(tmp_path / 'sharded', 2, model_fn).train(h.dataset_input_fn(x, y), steps=2)
+  _tpu_est(tmp_path / 'one', 2, model_fn, use_tpu=False).train(h.dataset_input_fn(x, y),
+                                                                steps=2)
+  assert seen == [(2, 1, 2), (2, 1, 2), None]
+
+
 def test_use_tpu_false_is_one_device_with_global_batch(tmp_path):
   x, y = h.make_data(64)
   seen = []

@@ -916,8 +916,9 @@ class TPUEstimator(Estimator):
       raise errors.type_error('`config` must be provided with type `tpu_estimator.RunConfig` '
                               '(the TPU RunConfig).', 'Pass config=RunConfig(tpu_config=...).',
                               config=config)
-    if params is not None and not isinstance(params, dict):
-      raise errors.type_error('`params` must be a dict.', params=params)
+    if params is not None and not isinstance(params, dict) and not layout_lib.is_hparams(params):
+      raise errors.type_error('`params` must be a dict (or an HParams, as the original took).',
+                              'Pass a dict of hyperparameters.', params=params)
     reserved = [k for k in layout_lib.RESERVED_PARAMS_KEYS if k in (params or {})]
     if reserved:
       raise errors.value_error('%s are reserved keys but existed in params.' % reserved,

@@ -28,6 +28,22 @@ CONTEXT_KEY = 'context'
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
 
 
+def is_hparams(params):
+  """Whether `params` is an HParams-like object (`tf.contrib.training.HParams`), which the
+  original TPUEstimator accepted besides a dict and set its keys in with `set_hparam`."""
+  return hasattr(params, 'set_hparam')
+
+
+def set_param(params, key, value):
+  """Sets `key` in `params` (a private copy): a dict's item, or an HParams' hyperparameter."""
+  if not is_hparams(params):
+    params[key] = value
+  elif key in params:
+    params.set_hparam(key, value)
+  else:
+    params.add_hparam(key, value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
   """Everything fixed about one `train`/`evaluate`/`predict` call, decided once by the layout
@@ -150,6 +166,25 @@ class InputFnContext:
     return ('/cpu:0',) + self._invocation
 
 
+class ModelFnContext:
+  """`params['context']` for a TPUEstimator `model_fn` whose call is sharded: the replicas it
+  runs on.  Where the input goes is `input_fn`'s to ask, as the original said."""
+
+  def __init__(self, replicas):
+    self.num_replicas = replicas.num_replicas
+    self.num_hosts = replicas.num_workers
+    self.num_of_replicas_per_host = replicas.local_replicas
+
+  @property
+  def current_host(self):
+    raise RuntimeError('params["context"].current_host is for input_fn: model_fn runs on '
+                       'every replica. Read it in input_fn.')
+
+  def current_input_fn_deployment(self):
+    raise RuntimeError('params["context"].current_input_fn_deployment() is for input_fn. '
+                       'Call it in input_fn.')
+
+
 class Sharded(OneDevice):
   """TPUEstimator's layout over `replication.make_replicas(num_shards)`."""
   allow_tpu_spec = True
@@ -179,8 +214,10 @@ class Sharded(OneDevice):
       ipl = parse_iterations_per_loop(self.tpu_config.iterations_per_loop)
     params = copy.deepcopy(self.params)
     if model_batch is not None:
-      params[BATCH_SIZE_KEY] = model_batch
-    params['use_tpu'] = self.use_tpu
+      set_param(params, BATCH_SIZE_KEY, model_batch)
+    set_param(params, 'use_tpu', self.use_tpu)
+    if sharded:  # model_fn's TPUContext, as the original gave it where it ran on TPU
+      set_param(params, CONTEXT_KEY, ModelFnContext(replicas))
     loop = sharded and mode == ModeKeys.TRAIN
     if sharded and mode != ModeKeys.TRAIN:
       xla = xla_lib.collect_intent(config, mode, replicas, ipl, compile_loop)
@@ -239,8 +276,8 @@ class Sharded(OneDevice):
       if wanted:
         params = copy.deepcopy(self.params)
         if self.batch_sizes.get(ModeKeys.PREDICT):
-          params[BATCH_SIZE_KEY] = self.batch_sizes[ModeKeys.PREDICT]
-        params['use_tpu'] = use_tpu
+          set_param(params, BATCH_SIZE_KEY, self.batch_sizes[ModeKeys.PREDICT])
+        set_param(params, 'use_tpu', use_tpu)
         targets.append((tags, params))
     return targets
 
@@ -257,14 +294,14 @@ class Sharded(OneDevice):
     for index in range(calls):
       params = copy.deepcopy(self.params)
       if plan.input_batch is not None:
-        params[BATCH_SIZE_KEY] = plan.input_batch
+        set_param(params, BATCH_SIZE_KEY, plan.input_batch)
       # Each worker (or each of its shards) reads its own part of the data.
       pipeline_id = replicas.worker_index * calls + index
       input_context = tf.distribute.InputContext(
           num_input_pipelines=pipelines, input_pipeline_id=pipeline_id,
           num_replicas_in_sync=replicas.num_replicas)
-      params[CONTEXT_KEY] = InputFnContext(replicas.num_replicas, pipeline_id, pipelines,
-                                           input_context)
+      set_param(params, CONTEXT_KEY, InputFnContext(replicas.num_replicas, pipeline_id,
+                                                    pipelines, input_context))
       results.append(input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
                                                 input_context=input_context))
     if not plan.sharded:
