@@ -59,6 +59,9 @@ def test_two_workers_train_like_one_process_with_the_same_shards(tmp_path):
     np.testing.assert_allclose(task['kernel'], reference['kernel'], atol=1e-4)
     assert task['batch_size'] == 8 and task['num_pipelines'] == 2  # per-host batch
   assert sorted(t['pipeline_id'] for t in cluster.values()) == [0, 1]  # each its own data
+  # a worker is a host: programs that shard by (num_hosts, current_host) read their own part
+  assert sorted(t['hosts'] for t in cluster.values()) == [[0, 2], [1, 2]]
+  assert reference['hosts'] == [0, 1]
   assert reference['batch_size'] == 16
   # only the chief writes checkpoints
   assert os.path.exists(tmp_path / 'cluster' / 'model.ckpt-20.index')

@@ -20,7 +20,8 @@ def main(model_dir, steps, out, shards):
   def input_fn(params):
     context = params['context'].input_context
     seen.update(batch_size=params['batch_size'], pipeline_id=context.input_pipeline_id,
-                num_pipelines=context.num_input_pipelines)
+                num_pipelines=context.num_input_pipelines,
+                hosts=[params['context'].current_host, params['context'].num_hosts])
     ds = tf.data.Dataset.from_tensor_slices(({'x': x}, y)).batch(params['batch_size'])
     return ds.shard(context.num_input_pipelines, context.input_pipeline_id).repeat()
 

@@ -152,12 +152,14 @@ class OneDevice:
 
 
 class InputFnContext:
-  """`params['context']` for a TPUEstimator `input_fn`: where this call's input goes."""
+  """`params['context']` for a TPUEstimator `input_fn`: where this call's input goes.  A
+  worker of a cluster is a host (TPU programs shard their files by `num_hosts` and
+  `current_host`)."""
 
-  def __init__(self, num_replicas, invocation_index, num_invocations, input_context):
-    self.num_replicas = num_replicas
-    self.num_hosts = 1
-    self.current_host = 0
+  def __init__(self, replicas, invocation_index, num_invocations, input_context):
+    self.num_replicas = replicas.num_replicas
+    self.num_hosts = replicas.num_workers
+    self.current_host = replicas.worker_index
     self.input_context = input_context
     self._invocation = (invocation_index, num_invocations)
 
@@ -300,8 +302,8 @@ class Sharded(OneDevice):
       input_context = tf.distribute.InputContext(
           num_input_pipelines=pipelines, input_pipeline_id=pipeline_id,
           num_replicas_in_sync=replicas.num_replicas)
-      set_param(params, CONTEXT_KEY, InputFnContext(replicas.num_replicas, pipeline_id,
-                                                    pipelines, input_context))
+      set_param(params, CONTEXT_KEY, InputFnContext(replicas, pipeline_id, pipelines,
+                                                    input_context))
       results.append(input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
                                                 input_context=input_context))
     if not plan.sharded:
