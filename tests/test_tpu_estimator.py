@@ -72,13 +72,14 @@ def test_params_as_hparams_get_the_batch_size_set_in_a_copy(tmp_path):
     return inner(features, labels, mode, {})
 
   def input_fn(params):
-    seen.append(('input_fn', params.batch_size, params.context.num_replicas))
+    seen.append(('input_fn', params.batch_size, params.context.num_replicas,
+                 params.context.num_of_replicas_per_host))
     return h.dataset_input_fn(x, y)({'batch_size': params.batch_size})
 
   hparams = training.HParams(lr=0.1)
   est = _tpu_est(tmp_path, 2, model_fn, params=hparams)
   est.train(input_fn, steps=2)
-  assert seen == [('input_fn', 16, 2), ('model_fn', 8, 0.1), ('model_fn', 8, 0.1)]
+  assert seen == [('input_fn', 16, 2, 2), ('model_fn', 8, 0.1), ('model_fn', 8, 0.1)]
   assert hparams.values() == {'lr': 0.1}  # the caller's object is left as it was
   with pytest.raises(ValueError, match='reserved'):
     _tpu_est(tmp_path, 2, model_fn, params=training.HParams(batch_size=8))

@@ -160,6 +160,7 @@ class InputFnContext:
     self.num_replicas = replicas.num_replicas
     self.num_hosts = replicas.num_workers
     self.current_host = replicas.worker_index
+    self.num_of_replicas_per_host = replicas.local_replicas
     self.input_context = input_context
     self._invocation = (invocation_index, num_invocations)
 
