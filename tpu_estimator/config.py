@@ -219,6 +219,7 @@ class RunConfig:
     self._device_fn = device_fn
     self._protocol = protocol
     self._eval_distribute = eval_distribute
+    _check_distribute_config(train_distribute, eval_distribute, experimental_distribute)
     self._experimental_distribute = experimental_distribute
     self._experimental_max_worker_delay_secs = experimental_max_worker_delay_secs
     self._session_creation_timeout_secs = session_creation_timeout_secs
@@ -267,8 +268,13 @@ class RunConfig:
   keep_checkpoint_max = property(lambda self: self._keep_checkpoint_max)
   keep_checkpoint_every_n_hours = property(lambda self: self._keep_checkpoint_every_n_hours)
   log_step_count_steps = property(lambda self: self._log_step_count_steps)
-  train_distribute = property(lambda self: self._train_distribute)
-  eval_distribute = property(lambda self: self._eval_distribute)
+  train_distribute = property(lambda self: self._strategy('train_distribute'))
+  eval_distribute = property(lambda self: self._strategy('eval_distribute'))
+
+  def _strategy(self, name):
+    """The strategy given as `name`, else `experimental_distribute`'s, as the original."""
+    given = getattr(self, '_' + name)
+    return given if given is not None else getattr(self._experimental_distribute, name, None)
   experimental_distribute = property(lambda self: self._experimental_distribute)
   experimental_max_worker_delay_secs = property(
       lambda self: self._experimental_max_worker_delay_secs)
@@ -289,6 +295,27 @@ class RunConfig:
   num_worker_replicas = property(lambda self: self._cluster.num_worker_replicas)
   global_id_in_cluster = property(lambda self: self._cluster.global_id_in_cluster)
   service = property(lambda self: None)
+
+
+def _check_distribute_config(train_distribute, eval_distribute, experimental_distribute):
+  """`experimental_distribute` (`tf.contrib.distribute.DistributeConfig`) as the original
+  took it: its strategies are used where `train_distribute`/`eval_distribute` are not given,
+  and given both ways they are refused."""
+  if experimental_distribute is None:
+    return
+  for name, given in (('train_distribute', train_distribute),
+                      ('eval_distribute', eval_distribute)):
+    if given is not None and getattr(experimental_distribute, name, None) is not None:
+      raise errors.value_error(
+          'Either `%s` or `experimental_distribute.%s` can be set.' % (name, name),
+          'Pass the strategy once.', **{name: given,
+                                        'experimental_distribute': experimental_distribute})
+  if getattr(experimental_distribute, 'remote_cluster', None):
+    raise errors.value_error(
+        '`experimental_distribute.remote_cluster` (a standalone client driving a remote '
+        'cluster) is not provided.', 'Run the program on each task of the cluster with its '
+        'TF_CONFIG (`tpu-estimator launch` does it on one machine).',
+        remote_cluster=experimental_distribute.remote_cluster)
 
 
 class InputPipelineConfig:
