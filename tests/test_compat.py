@@ -505,6 +505,18 @@ def test_run_argument_errors_in_process(tmp_path, capsys, monkeypatch):
   assert cli._split_run_argv(['run', '--', '-x.py', 'a']) == (['run'], ['-x.py', 'a'])
 
 
+def test_run_names_a_tpu_estimator_module_of_the_programs_own(tmp_path):
+  """A program shipping its own tpu_estimator.py (transformer-xl's fork of TF 1.12's) gets
+  this library under that name: run says so instead of leaving a puzzling error."""
+  import tpu_estimator  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.tools import cli  # pylint: disable=import-outside-toplevel
+  assert cli._own_tpu_estimator(str(tmp_path)) is None
+  (tmp_path / 'tpu_estimator.py').write_text('class TPUEstimator: pass\n')
+  assert cli._own_tpu_estimator(str(tmp_path)) == str(tmp_path / 'tpu_estimator.py')
+  # this library's own checkout is not a program's module
+  assert cli._own_tpu_estimator(os.path.dirname(os.path.dirname(tpu_estimator.__file__))) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # compat.install() itself (compat_probe.py, in its own process)
 

@@ -155,6 +155,14 @@ def test_tensorflow_hub_imports_under_run(runs, mode):
     assert after.startswith('ERROR ModuleNotFoundError'), after
 
 
+def test_tf1_api_modules_import_by_name_under_tf1(runs):
+  """TF 1.x programs imported its API modules by name (`from tensorflow.gfile import Exists`,
+  transformer-xl's vocabulary.py): under --tf1 they are the v1 modules `tf.` gives."""
+  report = _report(runs, 'tf1')
+  checks = {k: v for k, v in report.items() if k.startswith('v1_module/')}
+  assert len(checks) == 4 and all(v is True for v in checks.values()), checks
+
+
 def test_tf1_program_without_tf1_is_told_to_rerun_with_it(runs):
   rc, output, _ = runs['hint']
   assert rc == 1

@@ -108,6 +108,36 @@ def test_a_sharded_model_fn_gets_the_replicas_in_params_context(tmp_path):
   assert seen == [(2, 1, 2), (2, 1, 2), None]
 
 
+@pytest.mark.parametrize('shards', [1, 2])
+def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
+  """tf.compat.v1.tpu.cross_replica_sum as on a TPU (TensorFlow's op has no CPU kernel): each
+  replica gets the sum over all of them, and gradients flow through it."""
+  from tpu_estimator.cross_replica import cross_replica_sum  # pylint: disable=import-outside-toplevel
+  x, y = h.make_data(64)
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    spec = inner(features, labels, mode, params)
+    rows = tf.cast(tf.shape(features['x'])[0], tf.float32)
+    total = cross_replica_sum(rows)
+    if mode == te.ModeKeys.TRAIN:  # a zero term whose gradient passes through the sum
+      kernel = [v for v in v1.trainable_variables() if 'kernel' in v.name][0]
+      loss = spec.loss + 0.0 * cross_replica_sum(tf.reduce_sum(kernel))
+      optimizer = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.1))
+      return te.TPUEstimatorSpec(mode, loss=loss, train_op=optimizer.minimize(
+          loss, v1.train.get_global_step()))
+    return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(
+        lambda total: {'rows_summed': v1.metrics.mean(total)}, [tf.reshape(total, [1])]))
+
+  est = _tpu_est(tmp_path, shards, model_fn)
+  est.train(h.dataset_input_fn(x, y), steps=2)
+  metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
+  assert metrics['rows_summed'] == 16.0  # the global batch, whatever the shards
+  with pytest.raises(ValueError, match='group_assignment'):
+    with tf.Graph().as_default():
+      cross_replica_sum(tf.constant(1.0), group_assignment=[[0], [1]])
+
+
 def test_use_tpu_false_is_one_device_with_global_batch(tmp_path):
   x, y = h.make_data(64)
   seen = []

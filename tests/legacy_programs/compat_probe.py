@@ -17,6 +17,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import tpu_estimator as te  # pylint: disable=g-import-not-at-top
 from tpu_estimator import compat  # pylint: disable=g-import-not-at-top
+from tpu_estimator import cross_replica  # pylint: disable=g-import-not-at-top
 
 report = {}
 
@@ -132,6 +133,8 @@ NAMES = {
     'tf.estimator.tpu.TPUEstimator': lambda: tf.estimator.tpu.TPUEstimator is te.TPUEstimator,
     'tf.compat.v1.tpu.CrossShardOptimizer':
         lambda: tf.compat.v1.tpu.CrossShardOptimizer is te.CrossShardOptimizer,
+    'tf.compat.v1.tpu.cross_replica_sum': lambda: (
+        tf.compat.v1.tpu.cross_replica_sum is cross_replica.cross_replica_sum),
 }
 for name, fn in NAMES.items():
   check('names/' + name, fn)

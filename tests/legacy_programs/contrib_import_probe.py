@@ -173,6 +173,17 @@ check('tf_slim/direct import',
       'ok = bool(control_flow_ops.cond is tf.compat.v1.cond and array_ops.stack is tf.stack '
       'and got.sum() == 2. * 2 * 4 * 4 * 3)')
 
+# --- TF 1.x's API modules imported by name (under --tf1: the v1 modules) ---------------------
+if report['tf_module'] == 'TF1Module':
+  check('v1_module/from tensorflow.gfile import Exists',
+        'from tensorflow.gfile import Exists\nok = Exists is tf.gfile.Exists')
+  check('v1_module/from tensorflow.train import AdamOptimizer',
+        'from tensorflow.train import AdamOptimizer\nok = AdamOptimizer is tf.train.AdamOptimizer')
+  check('v1_module/import tensorflow.python_io as io',
+        'import tensorflow.python_io as io\nok = io.TFRecordWriter is tf.python_io.TFRecordWriter')
+  check('v1_module/tensorflow.python still TensorFlow\'s',
+        'from tensorflow.python.ops import array_ops\nok = callable(array_ops.concat)')
+
 # --- a third-party library these programs import at module level -----------------------------
 # Under --tf1 without pkg_resources, as where setuptools 82+ removed it (compat/hub_import.py).
 BLOCKED = report['tf_module'] == 'TF1Module'

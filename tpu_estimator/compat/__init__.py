@@ -59,10 +59,12 @@ def install(tf1=False):
   _tf_modules.register_compat_aliases()
   v2_modules, v1_modules = _tf_modules.api_modules()
   _namespaces.install(v2_modules, v1_modules)
+  from tpu_estimator import cross_replica  # pylint: disable=import-outside-toplevel
   for module in v1_modules:
     tpu = getattr(module, 'tpu', None)
     if tpu is not None:
       _tf_modules.set_attr(tpu, 'CrossShardOptimizer', te.CrossShardOptimizer)
+      _tf_modules.set_attr(tpu, 'cross_replica_sum', cross_replica.cross_replica_sum)
   _cluster_resolver.install(v2_modules + v1_modules)
   _python_keras.install()
   _hub_import.install()

@@ -14,6 +14,7 @@ import sys
 import types
 
 from tpu_estimator.compat import legacy_keras
+from tpu_estimator.compat import namespaces
 from tpu_estimator.compat import tf_modules
 
 
@@ -54,7 +55,32 @@ def install_tf1(contrib, estimator_v1):
     tf1_module.contrib = contrib
     tf1_module.estimator = estimator_v1
     sys.modules['tensorflow'] = tf1_module
+    namespaces.finder().makers['tensorflow.'] = _v1_submodule(real.compat.v1)
   _State.on = True
+
+
+# TensorFlow's own packages under `tensorflow.` (and `compat`, `contrib`: found elsewhere),
+# never one of the v1 API's modules.
+_NOT_API = frozenset(['compat', 'contrib', 'python', 'core', 'compiler', 'lite', 'tools',
+                      'include', 'dtensor', 'tsl', 'xla_aot_runtime_src'])
+
+
+def _v1_submodule(v1):
+  """`import tensorflow.gfile`, `from tensorflow.train import AdamOptimizer`: TF 1.x's API
+  modules were importable by name, and the v1 one is what `tf.<name>` gives here (the name's
+  own files are TensorFlow 2's, `tensorflow.train` without `AdamOptimizer`, or none at all,
+  `tensorflow.gfile`)."""
+  def make(fullname):
+    parts = fullname.split('.')[1:]
+    if not parts or parts[0] in _NOT_API or parts[0].startswith('_'):
+      return None
+    found = v1
+    for part in parts:
+      found = getattr(found, part, None)
+      if not isinstance(found, types.ModuleType):
+        return None
+    return found
+  return make
 
 
 # ---------------------------------------------------------------------------------------------

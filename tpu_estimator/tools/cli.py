@@ -154,6 +154,13 @@ def _run_program(args):
   gpus.grow_memory_unless_configured(None)
   compat.use_legacy_keras()
   compat.install(tf1=args.tf1)
+  shadowed = _own_tpu_estimator(os.getcwd() if args.module is not None else
+                                os.path.dirname(os.path.abspath(script)))
+  if shadowed:
+    print('tpu-estimator run: warning: the program has its own tpu_estimator module (%s). '
+          'Under run that name is this library, so the program\'s `import tpu_estimator` gets '
+          'the library, not its file. Rename the program\'s module (and its imports) to use '
+          'its own.' % shadowed, file=sys.stderr)
   if args.module is not None:
     if os.getcwd() not in sys.path:
       sys.path.insert(0, os.getcwd())  # as `python -m` does
@@ -176,6 +183,20 @@ def _run_program(args):
     _add_note(e, compat.tf1_hint(e))
     raise
   return 0
+
+
+def _own_tpu_estimator(directory):
+  """The program's own `tpu_estimator` module or package in `directory` (first on its
+  sys.path), other than this library; None if there is none.  transformer-xl ships a fork of
+  TF 1.12's TPUEstimator as tpu_estimator.py: the library, imported first, is what its
+  `import tpu_estimator` finds."""
+  import tpu_estimator  # pylint: disable=import-outside-toplevel
+  ours = os.path.realpath(os.path.dirname(tpu_estimator.__file__))
+  for candidate in (os.path.join(directory, 'tpu_estimator.py'),
+                    os.path.join(directory, 'tpu_estimator')):
+    if os.path.exists(candidate) and os.path.realpath(candidate) != ours:
+      return candidate
+  return None
 
 
 def _add_note(error, note):

@@ -1,0 +1,37 @@
+"""`tf.compat.v1.tpu.cross_replica_sum` (`tf.contrib.tpu.cross_replica_sum`) on any replicas.
+
+TensorFlow's is the TPU-only `CrossReplicaSum` op (no CPU or GPU kernel).  Inside a TPUEstimator
+`model_fn` on a TPU it summed a tensor over the shards (TPU batch normalization, metrics summed
+over cores); here the replicas are a `tf.distribute` strategy's, and the sum is their
+all-reduce (with one replica, the tensor itself).  `compat.install()` puts this function in
+place of TensorFlow's.
+"""
+import tensorflow as tf
+
+from tpu_estimator import errors
+
+
+def cross_replica_sum(x, group_assignment=None, name=None):
+  """The sum of `x` over the replicas, given to each replica, as on a TPU."""
+  context = tf.distribute.get_replica_context()
+  if context is None:
+    raise errors.value_error(
+        'cross_replica_sum sums over the replicas, so it is called by each replica (inside '
+        'model_fn), not in a cross-replica context.', 'Call it inside model_fn.', x=x)
+  count = context.num_replicas_in_sync
+  if group_assignment is not None and not _all_in_one_group(group_assignment, count):
+    raise errors.value_error(
+        '`group_assignment` (sums within sub-groups of TPU cores) is not supported: the sum is '
+        'over all %d replicas.' % count, 'Pass group_assignment=None.',
+        group_assignment=group_assignment)
+  with tf.name_scope(name or 'CrossReplicaSum'):
+    if count == 1:
+      return tf.identity(x)
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
+
+
+def _all_in_one_group(group_assignment, count):
+  try:
+    return len(group_assignment) == 1 and sorted(group_assignment[0]) == list(range(count))
+  except TypeError:
+    return False
