@@ -83,13 +83,17 @@ def _model_fn(features, labels, mode, params):
                              eval_metrics=(lambda l: {'n': v1.metrics.mean(l)}, [labels]))
 
 
-def test_numpy_under_sharded_tpu_estimator_uses_params_batch_size(tmp_path, caplog):
+@pytest.mark.parametrize('hparams', [False, True])
+def test_numpy_under_sharded_tpu_estimator_uses_params_batch_size(tmp_path, caplog, hparams):
+  """With params a dict or an HParams (the original TPUEstimator took both)."""
+  from tpu_estimator.compat.contrib import training  # pylint: disable=import-outside-toplevel
   x = {'x': np.arange(40, dtype=np.float32).reshape(20, 2) / 40.0}
   y = np.arange(20, dtype=np.float32) / 20.0
   config = te.RunConfig(model_dir=str(tmp_path), tpu_config=te.TPUConfig(
       iterations_per_loop=2, num_shards=2))
   est = te.TPUEstimator(_model_fn, config=config, train_batch_size=8, eval_batch_size=6,
-                        predict_batch_size=6)
+                        predict_batch_size=6,
+                        params=training.HParams(learning_rate=0.01) if hparams else None)
   with caplog.at_level(logging.WARNING):
     est.train(te.numpy_input_fn(x, y, batch_size=128, num_epochs=None, shuffle=True),
               max_steps=4)

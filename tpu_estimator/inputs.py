@@ -160,10 +160,11 @@ def _input_fn(data, make, num_rows, batch_size, num_epochs, shuffle, buffer_size
   def input_fn(params=None):
     batch = batch_size
     context = None
-    if isinstance(params, dict) and 'context' in params and 'batch_size' in params:
+    hparams = hasattr(params, 'set_hparam')  # TPUEstimator took an HParams as params too
+    if (isinstance(params, dict) or hparams) and 'context' in params and 'batch_size' in params:
       # TPUEstimator: the batch this pipeline must produce.
-      context = params['context']
-      batch = params['batch_size']
+      context = params.context if hparams else params['context']
+      batch = params.batch_size if hparams else params['batch_size']
       if batch != batch_size:
         _log.warning('%s: using TPUEstimator\'s params["batch_size"]=%d (the batch each input '
                      'pipeline produces) instead of batch_size=%d.', what, batch, batch_size)
