@@ -282,6 +282,18 @@ def test_resolver_with_no_tpu_logs_once_and_resolves_locally(monkeypatch, tpu):
   assert len(messages) == 1 and 'resolving to the local machine' in messages[0]
 
 
+def test_resolver_with_no_tpu_starts_no_coordinator(monkeypatch):
+  """tensorflow/tpu's ncf passes coordinator_name; TF 1.x started a coordinator only for a
+  Cloud TPU it resolved, so locally there is none (TensorFlow's 'local' resolver cannot
+  start one: it failed with an AttributeError)."""
+  cluster_resolver = _resolver_env(monkeypatch)
+  for resolver in (cluster_resolver.TPUClusterResolver(None, coordinator_name='coordinator'),
+                   cluster_resolver.TPUClusterResolver(None, None, None, 'worker',
+                                                       'coordinator')):
+    assert resolver.resolved_locally
+    assert resolver.master() == '' and resolver.cluster_spec().as_dict() == {}
+
+
 def test_resolver_with_a_tpu_named_or_configured_goes_to_tensorflow(monkeypatch):
   """A named TPU (or one named in the environment) is TensorFlow's to resolve, and fails as
   TensorFlow's does; zone and project given, so nothing asks GCE metadata here."""

@@ -44,6 +44,10 @@ class TPUClusterResolver(_tpu_lib.TPUClusterResolver):
     if self.resolved_locally:
       tf.get_logger().info(LOCAL_MESSAGE, tpu, ', '.join(TPU_ENV_VARIABLES))
       tpu = 'local'
+      # No coordinator: TF 1.x started one only for a Cloud TPU it resolved (tensorflow/tpu's
+      # ncf passes coordinator_name; TensorFlow's 'local' resolver cannot start one).
+      args = (None,) + tuple(args[1:]) if args else args
+      kwargs.pop('coordinator_name', None)
     super().__init__(tpu, zone, project, job_name, *args, **kwargs)
 
 
