@@ -96,6 +96,7 @@ def test_deep_contrib_module_paths_resolve(runs, mode):
   assert deep.pop('cluster_resolver') == 'TPUClusterResolver'
   assert deep.pop('hparam') == 3
   assert deep.pop('slim.nets') == 'tf_slim.nets.resnet_v1'  # tf_slim's, as slim is
+  assert deep.pop('slim.python.slim.nets') == 'tf_slim.nets.inception_v3'
   assert len(deep) >= 9 and {k: v for k, v in deep.items() if v is not True} == {}
 
 
@@ -128,6 +129,9 @@ def test_what_contrib_does_not_provide_names_itself_and_the_replacement(runs, mo
     assert 'tf.keras.layers' in report[key], key
   assert report['missing/tf.contrib.layers name'].startswith('ERROR AttributeError')
   assert 'tensorflow.contrib.tpu.python.tpu.no_such_module' in report['missing/deep path']
+  # a name a deep module lacks is an import error, not a stand-in module of that name
+  assert report['missing/name from a deep path'].startswith('ERROR ModuleNotFoundError')
+  assert 'no_such_name' in report['missing/name from a deep path']
 
 
 @pytest.mark.parametrize('mode', ['tf2', 'tf1'])

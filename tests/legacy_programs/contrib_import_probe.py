@@ -101,6 +101,10 @@ DEEP = {
                          'ok = tpu_cluster_resolver.TPUClusterResolver.__name__'),
     'slim.nets': ('from tensorflow.contrib.slim.nets import resnet_v1\n'
                   'ok = resnet_v1.__name__'),
+    # TF 1.x's file path of the same (show_and_tell's image embedding)
+    'slim.python.slim.nets': ('from tensorflow.contrib.slim.python.slim.nets.inception_v3 '
+                              'import inception_v3_base\n'
+                              'ok = inception_v3_base.__module__'),
     'opt': ('from tensorflow.contrib.opt.python.training import weight_decay_optimizers\n'
             'ok = weight_decay_optimizers.AdamWOptimizer is tf.contrib.opt.AdamWOptimizer'),
 }
@@ -144,6 +148,8 @@ check('missing/tf.contrib.layers name', 'ok = tf.contrib.layers.no_such_layer')
 check('missing/from tensorflow.contrib.layers import name',
       'from tensorflow.contrib.layers import no_such_layer')
 check('missing/deep path', 'import tensorflow.contrib.tpu.python.tpu.no_such_module')
+check('missing/name from a deep path',
+      'from tensorflow.contrib.layers.python.layers.layers import no_such_name')
 
 # --- tensorflow.python.keras is tf.keras's Keras (tf_keras under run) -------------------------
 check('python_keras/same objects',

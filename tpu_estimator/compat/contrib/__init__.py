@@ -236,8 +236,10 @@ def _deep_module(fullname):
 
   - `tensorflow.contrib.tpu.python.tpu.<m>` / `.python.ops.<m>` not built above:
     TensorFlow's own `tensorflow.python.tpu[.ops].<m>` (tpu_function, bfloat16, tpu_ops, ...);
-  - `tensorflow.contrib.X.python[.<...>]` for a provided X: a module holding every name of
-    tf.contrib.X (layers.python.layers.layers, training.python.training.evaluation, ...);
+  - `tensorflow.contrib.slim.python.slim.<m...>`: tf_slim's `<m...>` (nets.inception_v3,
+    learning, ...);
+  - `tensorflow.contrib.X.python[.<dir>.<module>]` for a provided X: a module holding every
+    name of tf.contrib.X (layers.python.layers.layers, training.python.training.evaluation);
   - `tensorflow.contrib.X.<sub>` where X's implementation has a submodule attribute <sub>
     (e.g. slim.nets): that module."""
   parts = fullname.split('.')
@@ -254,6 +256,10 @@ def _deep_module(fullname):
     except ImportError:
       return None
   if parts[3] == 'python':
+    if x in SUBMODULES_FROM and len(parts) > 5 and parts[4] == x:
+      return _package_module(SUBMODULES_FROM[x], parts[5:])
+    if len(parts) > 6:  # X.python.<dir>.<module> is as deep as TF 1.x went: a from-import's
+      return None       # try of `<module>.<name>` as a submodule, for a name not there
     return _Deep(fullname, 'tf.contrib.' + x, {}, fallback=contrib_x, missing=_name_message(x))
   obj = contrib_x
   for i, part in enumerate(parts[3:]):  # a submodule of what X delegates to (slim.nets, ...)
@@ -279,6 +285,17 @@ def _deep_module(fullname):
       return None
     obj = sub
   return obj
+
+
+def _package_module(package, parts):
+  """`package.<parts>` (TF 1.x's `tensorflow.contrib.slim.python.slim.nets.inception_v3` is
+  `tf_slim.nets.inception_v3`), or None where it has no such module."""
+  with tf_modules.importing_tf2():
+    try:
+      module = importlib.import_module('.'.join([package] + list(parts)))
+    except ImportError:
+      return None
+  return module if isinstance(module, types.ModuleType) else None
 
 
 def _missing_module(fullname):
