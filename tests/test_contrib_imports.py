@@ -159,6 +159,16 @@ def test_tensorflow_hub_imports_under_run(runs, mode):
     assert after.startswith('ERROR ModuleNotFoundError'), after
 
 
+@pytest.mark.parametrize('mode', ['tf2', 'tf1'])
+def test_contrib_rnn_and_stateless_are_core_tensorflows(runs, mode):
+  """show_and_tell imports both: TF 1.x's tf.contrib.rnn cells that core TensorFlow also had,
+  and the stateless random ops; a contrib-only cell names what there is instead."""
+  report = _report(runs, mode)
+  assert report['rnn/core cells'] is True and report['stateless'] is True
+  missing = report['rnn/contrib-only cell']
+  assert missing.startswith('ERROR AttributeError') and 'tf.keras.layers' in missing
+
+
 def test_tf1_api_modules_import_by_name_under_tf1(runs):
   """TF 1.x programs imported its API modules by name (`from tensorflow.gfile import Exists`,
   transformer-xl's vocabulary.py): under --tf1 they are the v1 modules `tf.` gives."""

@@ -179,6 +179,17 @@ check('tf_slim/direct import',
       'ok = bool(control_flow_ops.cond is tf.compat.v1.cond and array_ops.stack is tf.stack '
       'and got.sum() == 2. * 2 * 4 * 4 * 3)')
 
+# --- tf.contrib.rnn (the cells TF 1.x shared with core) and tf.contrib.stateless --------------
+check('rnn/core cells', 'from tensorflow.contrib import rnn\n'
+      'ok = (rnn.BasicLSTMCell is tf.compat.v1.nn.rnn_cell.BasicLSTMCell and '
+      'rnn.MultiRNNCell is tf.compat.v1.nn.rnn_cell.MultiRNNCell and '
+      'rnn.static_rnn is tf.compat.v1.nn.static_rnn)')
+check('rnn/contrib-only cell', 'ok = tf.contrib.rnn.LayerNormBasicLSTMCell')
+check('stateless', 'from tensorflow.contrib import stateless\n'
+      'ok = stateless.stateless_truncated_normal is '
+      'tf.compat.v1.random.stateless_truncated_normal and callable('
+      'stateless.stateless_random_uniform)')
+
 # --- TF 1.x's API modules imported by name (under --tf1: the v1 modules) ---------------------
 if report['tf_module'] == 'TF1Module':
   check('v1_module/from tensorflow.gfile import Exists',
