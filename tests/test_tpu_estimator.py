@@ -112,7 +112,8 @@ def test_a_sharded_model_fn_gets_the_replicas_in_params_context(tmp_path):
 def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
   """tf.compat.v1.tpu.cross_replica_sum as on a TPU (TensorFlow's op has no CPU kernel): each
   replica gets the sum over all of them, and gradients flow through it."""
-  from tpu_estimator.cross_replica import cross_replica_sum  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel
+  cross_replica_sum = cross_replica.cross_replica_sum
   x, y = h.make_data(64)
   inner = h.make_model_fn(tpu=True)
 

@@ -17,7 +17,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import tpu_estimator as te  # pylint: disable=g-import-not-at-top
 from tpu_estimator import compat  # pylint: disable=g-import-not-at-top
-from tpu_estimator import cross_replica  # pylint: disable=g-import-not-at-top
+from tpu_estimator.distribute import cross_replica  # pylint: disable=g-import-not-at-top
 
 report = {}
 

@@ -59,7 +59,7 @@ def install(tf1=False):
   _tf_modules.register_compat_aliases()
   v2_modules, v1_modules = _tf_modules.api_modules()
   _namespaces.install(v2_modules, v1_modules)
-  from tpu_estimator import cross_replica  # pylint: disable=import-outside-toplevel
+  from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel
   for module in v1_modules:
     tpu = getattr(module, 'tpu', None)
     if tpu is not None:
