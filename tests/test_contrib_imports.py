@@ -218,6 +218,19 @@ def test_tf1_hint_for_graph_only_code_in_eager_mode():
   assert compat.tf1_hint(ValueError('module tensorflow')) is None
 
 
+def test_tf1_hint_for_a_dimension_value_read_from_a_tf2_shape():
+  """tensorflow/tpu's RetinaNet (compat.v1 + contrib, no --tf1) reads
+  `get_shape()[0].value`, TF 1.x's `Dimension`; TF 2 shapes give ints or None.  The error can
+  come raised anew by tf.data's tracing, which keeps only the message."""
+  unknown = _error(lambda: tf.TensorShape([None, 4])[0].value)
+  known = _error(lambda: tf.TensorShape([3, 4])[0].value)
+  retraced = AttributeError("in user code:\n\n    AttributeError: 'NoneType' object has no "
+                            "attribute 'value'")
+  for error in (unknown, known, retraced):
+    assert 'tpu-estimator run --tf1' in compat.tf1_hint(error)
+  assert compat.tf1_hint(_error(lambda: object().value)) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # TPUClusterResolver with no TPU named, and the private estimator helper tensorflow/tpu calls
 

@@ -129,6 +129,14 @@ def tf1_hint(error):
     return None
   if isinstance(error, AttributeError):
     name, obj = getattr(error, 'name', None), getattr(error, 'obj', None)
+    # (`obj` itself, or only the message where tf.data/autograph raised the error anew)
+    if (name == 'value' and (obj is None or isinstance(obj, int))) or any(
+        "'%s' object has no attribute 'value'" % kind in str(error)
+        for kind in ('NoneType', 'int')):
+      return ('TensorFlow 1.x gave a shape\'s dimensions as `Dimension`s with a `.value`; '
+              'TensorFlow 2 gives ints or None. This looks like a TensorFlow 1.x program: rerun '
+              'it with `tpu-estimator run --tf1 ...` (or call '
+              'tf.compat.v1.disable_v2_behavior() at its start).')
     path = _v1_path(obj) if name else None
     if path is None or not _in_v1(path, name):
       return None
