@@ -76,7 +76,10 @@ def _v1_submodule(v1):
       return None
     found = v1
     for part in parts:
-      found = getattr(found, part, None)
+      try:  # a lazily loaded module (keras) can fail to load: then Python's finders decide
+        found = getattr(found, part, None)
+      except Exception:  # pylint: disable=broad-except
+        return None
       if not isinstance(found, types.ModuleType):
         return None
     return found

@@ -192,9 +192,10 @@ def _own_tpu_estimator(directory):
   `import tpu_estimator` finds."""
   import tpu_estimator  # pylint: disable=import-outside-toplevel
   ours = os.path.realpath(os.path.dirname(tpu_estimator.__file__))
-  for candidate in (os.path.join(directory, 'tpu_estimator.py'),
-                    os.path.join(directory, 'tpu_estimator')):
-    if os.path.exists(candidate) and os.path.realpath(candidate) != ours:
+  for candidate, probe in ((os.path.join(directory, 'tpu_estimator.py'),) * 2,
+                           (os.path.join(directory, 'tpu_estimator'),
+                            os.path.join(directory, 'tpu_estimator', '__init__.py'))):
+    if os.path.exists(probe) and os.path.realpath(candidate) != ours:
       return candidate
   return None
 
