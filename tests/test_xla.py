@@ -68,6 +68,12 @@ def test_compiled_step_equals_uncompiled(tmp_path, optimizer, shards, static):
   assert (spy.whole_loop_runs == spy.compiled_runs) == static
   assert plain.get_variable_value('global_step') == 5
   _assert_same_training(compiled, plain)
+  # One data file a checkpoint, as the original's CPU checkpoints (programs look for
+  # `.data-00000-of-00001`): the compiled loop places its variables on the CPU, the global
+  # step has no device, and a Saver sharded by device string wrote two.
+  for model_dir in (tmp_path / 'plain', tmp_path / 'xla'):
+    data = [p.name for p in model_dir.glob('model.ckpt-*.data-*')]
+    assert data and all(name.endswith('.data-00000-of-00001') for name in data), data
   want = _values(plain)
   # Training moved the weights, so equality says something.
   assert not np.allclose(want['dense/kernel'],

@@ -52,11 +52,31 @@ def ensure_saver(config):
   """Registers the default Saver unless the model_fn's scaffold or graph brought one."""
   if _v1.get_collection(_v1.GraphKeys.SAVERS):
     return
+  variables = saveable_variables()
   saver = _v1.train.Saver(
-      var_list=saveable_variables(), sharded=True, max_to_keep=config.keep_checkpoint_max,
+      var_list=variables, sharded=not _in_this_process_cpu(variables),
+      max_to_keep=config.keep_checkpoint_max,
       keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
       save_relative_paths=True)
   _v1.add_to_collection(_v1.GraphKeys.SAVERS, saver)
+
+
+def _in_this_process_cpu(variables):
+  """Whether every variable lives in this process's CPU memory (no device, or a CPU device of
+  no job): then one data file is written, as the original's CPU checkpoints were.  A sharded
+  Saver writes one file per device string, and '' and '/device:CPU:0' are two: a training
+  loop compiled on the CPU (its variables placed there) wrote its checkpoints in two files
+  beside a global step of no device, where programs look for `.data-00000-of-00001`
+  (google-research/uda's evaluation skipped them).  Variables on GPUs or on ps tasks are
+  still saved one file per device, as by the original's sharded Saver."""
+  for variable in variables:
+    device = getattr(variable, 'device', None)
+    if not isinstance(device, str):
+      return False
+    spec = tf.DeviceSpec.from_string(device)
+    if spec.job is not None or spec.device_type not in (None, 'CPU'):
+      return False
+  return True
 
 
 _writer_pool = []
