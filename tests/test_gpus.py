@@ -72,7 +72,7 @@ def fake_gpus(monkeypatch):
   def pretend(count):
     devices = [tf.config.PhysicalDevice('/physical_device:GPU:%d' % i, 'GPU')
                for i in range(count)]
-    monkeypatch.setattr(replication, '_physical_gpus', lambda: devices)
+    monkeypatch.setattr(replication, 'physical_gpus', lambda: devices)
     monkeypatch.setattr(gpus, '_card_memory_mb', lambda: 16000)
 
   with tf.Graph().as_default():

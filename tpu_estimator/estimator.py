@@ -21,6 +21,7 @@ from tpu_estimator.config import RunConfig
 from tpu_estimator.config import TPURunConfig
 from tpu_estimator.core import fetch_plans
 from tpu_estimator.core import graph_cache
+from tpu_estimator.core import host_calls
 from tpu_estimator.core import model_fn as model_fn_lib
 from tpu_estimator.core import savedmodel
 from tpu_estimator.core import steps as steps_lib
@@ -269,7 +270,8 @@ class Estimator:
         graph, plan, global_step, host_input, kept):
       if kept is not None:
         return kept
-      built = _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step)
+      built = _with_writers(
+          _steps_of(plan).build_train(plan, self._model_fn, host_input, global_step))
       if not checkpoint:
         warm_starting.apply(self._warm_start)
       _v1.summary.scalar('loss', built.loss)
@@ -472,7 +474,7 @@ class Estimator:
     """A `graph_cache.Entry` for a just-built graph, and whether it may be kept."""
     parts.host_input = host_input
     entry = graph_cache.Entry(key, graph, built.scaffold, parts)
-    own_hooks = host_input.hooks + built.hooks
+    own_hooks = host_input.hooks + _with_writers(built).hooks
     parts.first_hooks = own_hooks + built.spec_hooks  # the first call's
     parts.templates = [copy.copy(h) for h in own_hooks]  # fresh state for later calls
     entry.reason = 'RunConfig(reuse_eval_graphs=False)'
@@ -783,6 +785,13 @@ def _graph_rewrites(entry):
   `_Parts`, or None) runs Grappler's rewrites (`Replicas.session_config`): all but a device
   loop's.  Training sessions always do."""
   return entry is None or not entry.parts.loop
+
+
+def _with_writers(built):
+  """`built` (a step builder's result) with the hook initialising and flushing every summary
+  writer its graph has (`host_calls.writers_hooks`: a host_call's, or one model_fn created),
+  in every mode and on every path."""
+  return dataclasses.replace(built, hooks=list(built.hooks) + host_calls.writers_hooks())
 
 
 def _call_hooks(entry):

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.distribute import layout
 
 _log = tf.get_logger()
 _TARGET_KEY = '__target_key__'
@@ -160,7 +161,7 @@ def _input_fn(data, make, num_rows, batch_size, num_epochs, shuffle, buffer_size
   def input_fn(params=None):
     batch = batch_size
     context = None
-    hparams = hasattr(params, 'set_hparam')  # TPUEstimator took an HParams as params too
+    hparams = layout.is_hparams(params)  # TPUEstimator took an HParams as params too
     if (isinstance(params, dict) or hparams) and 'context' in params and 'batch_size' in params:
       # TPUEstimator: the batch this pipeline must produce.
       context = params.context if hparams else params['context']

@@ -163,7 +163,6 @@ def build_train(plan, model_fn, host_input, global_step):
     train_op, chief_hooks = spec.train_op, []
   else:
     loss, train_op, chief_hooks = spec.loss, spec.train_op, list(spec.training_chief_hooks)
-  own_hooks += host_calls.writers_hooks()
   scaffold = scaffold_of(spec)
   with tf.control_dependencies([train_op]):  # the step this run ended at
     step_after = tf.identity(global_step.read_value())
@@ -222,10 +221,9 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
                                     captured['step_ops'], plan.replicas)
   spec = captured['spec']
   scaffold = _loop_scaffold(captured)
-  own_hooks = host_calls.writers_hooks()
   with tf.control_dependencies([steps_run, loss]):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
-  return TrainStep(scaffold=scaffold, hooks=own_hooks, spec_hooks=list(spec.training_hooks),
+  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=list(spec.training_hooks),
                    chief_hooks=[],
                    loss=loss, train_op=None, global_step=step_after, iterations=iterations,
                    steps_run=steps_run, compiles_step=compiles_step, compiled_loop=whole)
@@ -379,8 +377,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
     spec = _call(plan, model_fn, features, labels, ModeKeys.EVAL)
     metrics, loss = _metric_ops_one_device(spec)
     update, values = finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
-    return EvalStep(scaffold=scaffold_of(spec),
-                    hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)] + host_calls.writers_hooks(),
+    return EvalStep(scaffold=scaffold_of(spec), hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)],
                     spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
                     values=values)
   captured = {}
@@ -412,8 +409,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   loss_metric = _v1.metrics.mean(batch_losses)
   update, values = finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
-  return EvalStep(scaffold=_loop_scaffold(captured),
-                  hooks=[loop_hook] + host_calls.writers_hooks(),
+  return EvalStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
                   spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
                   values=values, compiled_loop=captured['compiled'])
 
@@ -482,7 +478,7 @@ def build_predict(plan, model_fn, host_input):
     spec = _call(plan, model_fn, features, None, ModeKeys.PREDICT)
     if isinstance(spec, specs.TPUEstimatorSpec):
       model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
-    return PredictStep(scaffold=scaffold_of(spec), hooks=host_calls.writers_hooks(),
+    return PredictStep(scaffold=scaffold_of(spec), hooks=[],
                        spec_hooks=list(spec.prediction_hooks), chief_hooks=[],
                        predictions=spec.predictions)
   captured = {}
@@ -503,8 +499,7 @@ def build_predict(plan, model_fn, host_input):
                                                   captured)
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
-  return PredictStep(scaffold=_loop_scaffold(captured),
-                     hooks=[loop_hook] + host_calls.writers_hooks(),
+  return PredictStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
                      spec_hooks=list(spec.prediction_hooks), chief_hooks=[],
                      predictions=predictions, batch_rows=rows,
                      compiled_loop=captured['compiled'])

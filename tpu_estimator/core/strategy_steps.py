@@ -13,7 +13,6 @@ replicas' totals); `loss` is the mean of the replicas' batch losses, as on one d
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
-from tpu_estimator.core import host_calls
 from tpu_estimator.core import model_fn as model_fn_lib
 from tpu_estimator.core import steps
 from tpu_estimator.distribute import gather
@@ -56,7 +55,7 @@ def build_train(plan, model_fn, host_input, global_step):
     loss = tf.add_n(losses)
   with tf.control_dependencies([loss]):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
-  return steps.TrainStep(scaffold=spec.scaffold, hooks=host_calls.writers_hooks(),
+  return steps.TrainStep(scaffold=spec.scaffold, hooks=[],
                          spec_hooks=list(spec.training_hooks),
                          chief_hooks=list(spec.training_chief_hooks), loss=loss,
                          train_op=tf.group(losses), global_step=step_after)
@@ -80,7 +79,6 @@ def build_eval(plan, model_fn, host_input, num_steps):
   metrics = {name: (value, updated) for name, value in outs[0][1].items()}
   update, values = steps.finish_metrics(metrics, loss_metric, eval_step, 1)
   return steps.EvalStep(scaffold=spec.scaffold,
-                        hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)]
-                        + host_calls.writers_hooks(),
+                        hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)],
                         spec_hooks=list(spec.evaluation_hooks), chief_hooks=[],
                         update=update, values=values)

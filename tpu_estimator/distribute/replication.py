@@ -344,7 +344,7 @@ def make_replicas(num_shards, config=None, multi_worker=False):
         'TPU devices are visible, but this build of tpu_estimator does not drive TPU cores.',
         'Run with use_tpu=False, or on a machine with GPUs or CPUs only.',
         tpu_devices=[d.name for d in _tpu_devices()])
-  gpus = _physical_gpus()
+  gpus = physical_gpus()
   if gpus:
     count = len(gpus) if num_shards is None else num_shards
     logical = None
@@ -366,7 +366,8 @@ def make_replicas(num_shards, config=None, multi_worker=False):
 _SPLITS_LOGGED = set()
 
 
-def _physical_gpus():
+def physical_gpus():
+  """This machine's GPUs ([] where TensorFlow cannot list them)."""
   try:
     return tf.config.list_physical_devices('GPU')
   except (RuntimeError, ValueError):
@@ -376,7 +377,7 @@ def _physical_gpus():
 def single_device():
   """One replica, no strategy: `use_tpu=False` and the plain Estimator.  Nothing is pinned to
   it: TensorFlow places the ops (on the first GPU, where there is one)."""
-  return Replicas(['/gpu:0' if _physical_gpus() else '/cpu:0'], 'single')
+  return Replicas(['/gpu:0' if physical_gpus() else '/cpu:0'], 'single')
 
 
 def of_strategy(strategy, config):

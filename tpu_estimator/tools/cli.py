@@ -191,12 +191,13 @@ def _own_tpu_estimator(directory):
   TF 1.12's TPUEstimator as tpu_estimator.py: the library, imported first, is what its
   `import tpu_estimator` finds."""
   import tpu_estimator  # pylint: disable=import-outside-toplevel
+  module = os.path.join(directory, 'tpu_estimator.py')
+  if os.path.isfile(module):
+    return module
+  package = os.path.join(directory, 'tpu_estimator')
   ours = os.path.realpath(os.path.dirname(tpu_estimator.__file__))
-  for candidate, probe in ((os.path.join(directory, 'tpu_estimator.py'),) * 2,
-                           (os.path.join(directory, 'tpu_estimator'),
-                            os.path.join(directory, 'tpu_estimator', '__init__.py'))):
-    if os.path.exists(probe) and os.path.realpath(candidate) != ours:
-      return candidate
+  if os.path.isfile(os.path.join(package, '__init__.py')) and os.path.realpath(package) != ours:
+    return package
   return None
 
 

@@ -23,6 +23,7 @@ import collections
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.distribute import replication
 
 _v1 = tf.compat.v1
 _log = tf.get_logger()
@@ -62,19 +63,12 @@ def _check_count(name, value):
                              **{name: value})
 
 
-def _gpu_count():
-  try:
-    return len(tf.config.list_physical_devices('GPU'))
-  except (RuntimeError, ValueError):
-    return 0
-
-
 def _devices_for(num_gpus):
   """The devices of `num_gpus` replicas on this machine (see the module docstring)."""
   _check_count('num_gpus', num_gpus)
   if num_gpus == 0:
     return ['/cpu:0']
-  gpus = _gpu_count()
+  gpus = len(replication.physical_gpus())
   if gpus >= num_gpus:
     return ['/gpu:%d' % i for i in range(num_gpus)]
   if gpus:
