@@ -560,3 +560,47 @@ def test_a_prediction_left_unread_lets_the_interpreter_exit(tmp_path):
                         timeout=240, check=False, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert proc.stdout.strip()
+
+
+@pytest.mark.parametrize('mode', ['evaluate', 'predict'])
+def test_calls_after_new_training_with_a_replica_synchronised_variable(tmp_path, mode):
+  """Batch norm's moving statistics on 2 shards are ON_READ variables: a call into the graph
+  kept from the previous one (a new checkpoint after more training, as train_and_evaluate or
+  tensorflow/tpu's Mask R-CNN and UNet 3D loops do) checks the checkpoint's shapes without
+  building a cross-replica read in that finalized graph (it raised RuntimeError)."""
+  x = np.random.RandomState(0).rand(16, 4).astype(np.float32)
+  y = x.sum(axis=1, keepdims=True)
+
+  def input_fn(params):
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat(2).batch(params['batch_size'],
+                                                                       drop_remainder=True)
+
+  def model_fn(features, labels, mode, params):
+    del params
+    stat = v1.get_variable('moving_mean', [4], initializer=v1.zeros_initializer(),
+                           trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                           aggregation=tf.VariableAggregation.MEAN)
+    out = tf.matmul(features - stat, v1.get_variable('w', [4, 1]))
+    if mode == te.ModeKeys.PREDICT:
+      return te.TPUEstimatorSpec(mode, predictions={'y': out})
+    loss = v1.losses.mean_squared_error(labels, out)
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, v1.train.get_or_create_global_step())
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
+                               eval_metrics=(lambda y: {'m': v1.metrics.mean(y)}, [labels]))
+
+  est = te.TPUEstimator(model_fn, config=h.tpu_config(2, 1, model_dir=str(tmp_path)),
+                        train_batch_size=4, eval_batch_size=4, predict_batch_size=4)
+  results = []
+  for _ in range(2):
+    est.train(input_fn, steps=1)
+    if mode == 'evaluate':
+      results.append(est.evaluate(input_fn, steps=2))
+    else:
+      results.append([p['y'][0] for p in est.predict(lambda params: input_fn(params).map(
+          lambda f, l: f))])
+  if mode == 'evaluate':
+    assert [r['global_step'] for r in results] == [1, 2]
+    assert results[0]['loss'] != results[1]['loss']  # the new weights were read
+  else:
+    assert len(results[1]) == 32 and results[0] != results[1]

@@ -73,7 +73,10 @@ def check_shapes(checkpoint_path, reported_path=None, saver=None):
     info = _tf_internals.save_slice_info(var)
     try:
       if key is None:
-        key = info.full_name if info else var.op.name
+        # The name, not `var.op.name`: a replica-synchronised variable's `op` (ON_READ, such
+        # as batch norm's moving statistics over several replicas) builds a cross-replica read,
+        # and in a graph kept for a later call, finalized, that raised.
+        key = info.full_name if info else var.name.split(':')[0]
       shape = tf.TensorShape(info.full_shape) if info else tf.TensorShape(var.shape)
     except (AttributeError, TypeError, ValueError):
       continue  # a SaveableObject or a partitioned variable: its own restore checks it
