@@ -139,6 +139,29 @@ def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
       cross_replica_sum(tf.constant(1.0), group_assignment=[[0], [1]])
 
 
+@pytest.mark.parametrize('shards', [1, 2])
+def test_xla_replica_id_is_each_shards_index(tmp_path, shards):
+  """XLA's replica_id() (SimCLR's contrastive loss offsets its labels by it), installed by
+  compat.install(): each replica's index, as each TPU core's (TensorFlow's op, uncompiled on
+  a CPU, crashed the process)."""
+  from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel
+  x, y = h.make_data(64)
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    spec = inner(features, labels, mode, params)
+    if mode == te.ModeKeys.TRAIN:
+      return spec
+    ids = tf.fill([tf.shape(features['x'])[0]], cross_replica.replica_id())
+    return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(
+        lambda ids: {'ids': v1.metrics.mean(tf.cast(ids, tf.float32))}, [ids]))
+
+  est = _tpu_est(tmp_path, shards, model_fn)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
+  assert metrics['ids'] == pytest.approx((shards - 1) / 2)  # rows evenly over 0..shards-1
+
+
 def test_use_tpu_false_is_one_device_with_global_batch(tmp_path):
   x, y = h.make_data(64)
   seen = []

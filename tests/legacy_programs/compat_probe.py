@@ -135,6 +135,9 @@ NAMES = {
         lambda: tf.compat.v1.tpu.CrossShardOptimizer is te.CrossShardOptimizer,
     'tf.compat.v1.tpu.cross_replica_sum': lambda: (
         tf.compat.v1.tpu.cross_replica_sum is cross_replica.cross_replica_sum),
+    'tensorflow.compiler.tf2xla.python.xla.replica_id': lambda: (
+        importlib.import_module('tensorflow.compiler.tf2xla.python.xla').replica_id is
+        cross_replica.replica_id),
 }
 for name, fn in NAMES.items():
   check('names/' + name, fn)

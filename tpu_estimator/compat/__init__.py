@@ -65,6 +65,8 @@ def install(tf1=False):
     if tpu is not None:
       _tf_modules.set_attr(tpu, 'CrossShardOptimizer', te.CrossShardOptimizer)
       _tf_modules.set_attr(tpu, 'cross_replica_sum', cross_replica.cross_replica_sum)
+  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
+  _tf_modules.set_attr(xla, 'replica_id', cross_replica.replica_id)
   _cluster_resolver.install(v2_modules + v1_modules)
   _python_keras.install()
   _hub_import.install()

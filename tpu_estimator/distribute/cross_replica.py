@@ -1,10 +1,14 @@
-"""`tf.compat.v1.tpu.cross_replica_sum` (`tf.contrib.tpu.cross_replica_sum`) on any replicas.
+"""`tf.compat.v1.tpu.cross_replica_sum` (`tf.contrib.tpu.cross_replica_sum`) and XLA's
+`replica_id()` on any replicas.
 
 TensorFlow's is the TPU-only `CrossReplicaSum` op (no CPU or GPU kernel).  Inside a TPUEstimator
 `model_fn` on a TPU it summed a tensor over the shards (TPU batch normalization, metrics summed
 over cores); here the replicas are a `tf.distribute` strategy's, and the sum is their
-all-reduce (with one replica, the tensor itself).  `compat.install()` puts this function in
-place of TensorFlow's.
+all-reduce (with one replica, the tensor itself).  XLA's `replica_id()`
+(`tensorflow.compiler.tf2xla.python.xla`, read by SimCLR's contrastive loss) is the
+`XlaReplicaId` op, compiled into a TPU's replicated computation; uncompiled on a CPU TensorFlow
+crashes the process on it, and compiled per replica it would be 0 in each.  Here it is the
+strategy's replica index.  `compat.install()` puts these functions in place of TensorFlow's.
 """
 import tensorflow as tf
 
@@ -28,6 +32,17 @@ def cross_replica_sum(x, group_assignment=None, name=None):
     if count == 1:
       return tf.identity(x)
     return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
+
+
+def replica_id():
+  """This replica's index (int32, 0 outside a sharded `model_fn`), as XLA's `replica_id()`
+  gave each TPU core."""
+  context = tf.distribute.get_replica_context()
+  if context is None:
+    raise errors.value_error(
+        'replica_id() is the index of the replica calling it (inside model_fn), not defined '
+        'in a cross-replica context.', 'Call it inside model_fn.', context='cross-replica')
+  return tf.cast(context.replica_id_in_sync_group, tf.int32)
 
 
 def _all_in_one_group(group_assignment, count):
