@@ -66,3 +66,62 @@ def test_input_fn_must_return_a_dataset_under_a_strategy(tmp_path):
   with pytest.raises(TypeError, match='train_distribute.*tf.data.Dataset'):
     est.train(lambda: ({'x': tf.constant(X)}, tf.constant(Y)), steps=1)
   assert not glob.glob(str(tmp_path / 'model.ckpt*'))
+
+
+def test_tpu_estimator_without_tpu_runs_its_runconfig_strategy(tmp_path):
+  """TPUEstimator(use_tpu=False) with RunConfig(train_distribute=, eval_distribute=) runs its
+  calls under that strategy, as the original's (an Estimator) did: google-research/bigbird's
+  default path passes MirroredStrategy so.  Each replica reads its own element of
+  `params['batch_size']` rows, the TPUEstimatorSpec is its `as_estimator_spec()` in each
+  replica, and the result is the plain Estimator's with the same strategy."""
+  seen_batch = []
+
+  def core(features, labels, mode):  # fixed initial weights: both estimators start alike
+    kernel = tf.compat.v1.get_variable('dense/kernel', [4, 1],
+                                       initializer=tf.compat.v1.constant_initializer(0.1))
+    loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, tf.matmul(features['x'], kernel))
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(1.0).minimize(
+        loss, tf.compat.v1.train.get_global_step())
+    return te.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  def tpu_model_fn(features, labels, mode, params):
+    seen_batch.append(params['batch_size'])
+    spec = core(features, labels, mode)
+    return te.TPUEstimatorSpec(
+        mode, loss=spec.loss, train_op=spec.train_op,
+        eval_metrics=(lambda labels: {'label_mean': tf.compat.v1.metrics.mean(labels)},
+                      [labels]))
+
+  def plain_model_fn(features, labels, mode):
+    spec = core(features, labels, mode)
+    return te.EstimatorSpec(mode, loss=spec.loss, train_op=spec.train_op, eval_metric_ops={
+        'label_mean': tf.compat.v1.metrics.mean(labels)})
+
+  def tpu_input_fn(params):
+    return tf.data.Dataset.from_tensor_slices(({'x': X}, Y)).batch(params['batch_size'])
+
+  results = []
+  for name in ('tpu', 'plain'):
+    config_args = dict(model_dir=str(tmp_path / name), train_distribute=_strategy(),
+                       eval_distribute=_strategy())
+    if name == 'tpu':
+      est = te.TPUEstimator(tpu_model_fn, config=te.RunConfig(**config_args), use_tpu=False,
+                            train_batch_size=8, eval_batch_size=8)
+      est.train(tpu_input_fn, steps=3)
+      metrics = est.evaluate(tpu_input_fn)
+    else:
+      est = te.Estimator(plain_model_fn, config=te.EstimatorRunConfig(**config_args))
+      batch_of_8 = lambda: _input_fn().unbatch().batch(8)  # noqa: E731
+      est.train(batch_of_8, steps=3)
+      metrics = est.evaluate(batch_of_8)
+    results.append((est.get_variable_value('dense/kernel'), metrics))
+  assert set(seen_batch) == {8}
+  assert seen_batch.count(8) == 4  # one model_fn call a replica, in training and evaluation
+  assert not np.allclose(results[0][0], 0.1)  # trained
+  np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+  assert results[0][1]['global_step'] == results[1][1]['global_step'] == 3
+  for key in ('loss', 'label_mean'):
+    np.testing.assert_allclose(results[0][1][key], results[1][1][key], rtol=1e-6)
+  with pytest.raises(ValueError, match='train_distribute'):  # sharded: TPUConfig's shards
+    te.TPUEstimator(tpu_model_fn, config=te.RunConfig(train_distribute=_strategy()),
+                    use_tpu=True, train_batch_size=8)

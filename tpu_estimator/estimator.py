@@ -63,7 +63,7 @@ class Estimator:
       raise errors.type_error('`config` must be a %s.%s.' % (config_type.__module__,
                                                              config_type.__name__),
                               config=config)
-    if self._layout.allow_tpu_spec:  # TPUEstimator shards by its TPUConfig
+    if self._layout.allow_tpu_spec and self._layout.use_tpu:  # sharded by its TPUConfig
       replication.reject_distribute_config(config)
     else:
       replication.check_strategies(config)

@@ -1,5 +1,7 @@
 """Training and evaluation steps of an `Estimator` with a strategy in its RunConfig
-(`train_distribute`, `eval_distribute`), with the original's semantics.
+(`train_distribute`, `eval_distribute`; also a `TPUEstimator` call that is not sharded,
+`use_tpu=False`, whose `TPUEstimatorSpec` becomes its `as_estimator_spec()` in each replica, as
+the original's CPU path made it), with the original's semantics.
 
 `input_fn` returns per-replica batches (layout._strategy_input); one `session.run` gives each
 replica its own consecutive element and calls `model_fn` once per replica, at the top of the
@@ -18,6 +20,7 @@ from tpu_estimator.core import steps
 from tpu_estimator.distribute import gather
 from tpu_estimator.hooks import run_control as hooks_lib
 from tpu_estimator.specs import ModeKeys
+from tpu_estimator.specs import TPUEstimatorSpec
 
 _v1 = tf.compat.v1
 
@@ -29,7 +32,9 @@ def _replica_specs(plan, model_fn, inputs, mode, outputs_of):
 
   def replica_fn(features, labels):
     spec = model_fn_lib.call_model_fn(model_fn, features, labels, mode, plan.model_params,
-                                      plan.config)
+                                      plan.config, allow_tpu_spec=plan.allow_tpu_spec)
+    if isinstance(spec, TPUEstimatorSpec):  # TPUEstimator(use_tpu=False), as the original
+      spec = spec.as_estimator_spec()
     specs.append(spec)
     return outputs_of(spec)
 

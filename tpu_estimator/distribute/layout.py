@@ -107,6 +107,17 @@ def one_device(mode, config):
   return replication.single_device()
 
 
+def replicas_for(strategy, mode, config):
+  """The replicas of a call that is not sharded: `strategy`'s (the RunConfig's for `mode`),
+  or one device."""
+  if strategy is None:
+    return one_device(mode, config)
+  if replication.is_parameter_server_strategy(strategy) and \
+      replication.with_parameter_servers(config):
+    return parameter_servers.ParameterServerReplicas(config, strategy)
+  return replication.of_strategy(strategy, config)
+
+
 class OneDevice:
   """The plain Estimator: one device (or a RunConfig strategy's replicas), `params` passed as
   given, one step per `session.run`."""
@@ -121,13 +132,7 @@ class OneDevice:
     never compile a training loop as a whole)."""
     del compile_loop
     strategy = strategy_for(mode, config)
-    if strategy is None:
-      replicas = one_device(mode, config)
-    elif replication.is_parameter_server_strategy(strategy) and \
-        replication.with_parameter_servers(config):
-      replicas = parameter_servers.ParameterServerReplicas(config, strategy)
-    else:
-      replicas = replication.of_strategy(strategy, config)
+    replicas = replicas_for(strategy, mode, config)
     return Plan(mode=mode, replicas=replicas, sharded=False, loop=False,
                 ipl=None, input_batch=None, model_batch=None,
                 input_mode=InputPipelineConfig.PER_HOST_V1,
@@ -206,8 +211,11 @@ class Sharded(OneDevice):
 
   def plan(self, mode, config, compile_loop=True):
     sharded = self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
+    # Not sharded, a strategy in the RunConfig runs the call (the original's TPUEstimator was
+    # an Estimator: use_tpu=False took its train_distribute, as google-research/bigbird does).
+    strategy = None if sharded else strategy_for(mode, config)
     if not sharded:
-      replicas = one_device(mode, config)
+      replicas = replicas_for(strategy, mode, config)
       input_batch = model_batch = self.batch_sizes.get(mode)
       input_mode, ipl = InputPipelineConfig.PER_HOST_V1, None
     else:
@@ -224,6 +232,8 @@ class Sharded(OneDevice):
     loop = sharded and mode == ModeKeys.TRAIN
     if sharded and mode != ModeKeys.TRAIN:
       xla = xla_lib.collect_intent(config, mode, replicas, ipl, compile_loop)
+    elif strategy is not None:
+      xla = xla_lib.OFF  # as the Estimator's strategy path
     else:
       xla = xla_lib.intent(config, replicas, ipl, loop, compile_loop)
     if xla_lib.groups_input(xla) and input_mode in host_input_lib.ONE_ELEMENT_A_STEP:
@@ -231,7 +241,8 @@ class Sharded(OneDevice):
     return Plan(mode=mode, replicas=replicas, sharded=sharded, loop=loop, ipl=ipl,
                 input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
                 model_params=params, allow_tpu_spec=self.allow_tpu_spec,
-                host_call_every_n=self.host_call_every_n, config=config, xla=xla)
+                host_call_every_n=self.host_call_every_n, config=config, xla=xla,
+                distribute=strategy is not None)
 
   def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one
@@ -290,6 +301,11 @@ class Sharded(OneDevice):
           'TPUEstimator needs input_fn to take `params` (it passes params["batch_size"]).',
           'Define input_fn(params).', input_fn_args=list(input_fn_lib.fn_args(input_fn)))
     replicas = plan.replicas
+    if plan.distribute:  # the RunConfig's strategy: a dataset of its replicas' batches
+      params = copy.deepcopy(self.params)
+      if plan.input_batch is not None:
+        set_param(params, BATCH_SIZE_KEY, plan.input_batch)
+      return _strategy_input(input_fn, plan, params)
     per_shard = plan.input_mode == InputPipelineConfig.PER_SHARD_V1
     calls = replicas.local_replicas if per_shard else 1
     pipelines = replicas.num_replicas if per_shard else replicas.num_workers

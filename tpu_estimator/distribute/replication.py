@@ -460,12 +460,14 @@ def is_parameter_server_strategy(strategy):
 
 
 def reject_distribute_config(config):
-  """TPUEstimator shards by its own `TPUConfig`: a `train_distribute`/`eval_distribute` in its
-  RunConfig would be ignored, so it is refused."""
+  """TPUEstimator(use_tpu=True) shards by its own `TPUConfig`: a `train_distribute`/
+  `eval_distribute` in its RunConfig would be ignored, so it is refused (with use_tpu=False
+  they run its calls, as the plain Estimator's)."""
   for name in ('train_distribute', 'eval_distribute'):
     value = getattr(config, name, None)
     if value is not None:
       raise errors.value_error(
-          'RunConfig.%s is not used by TPUEstimator, which shards by its TPUConfig.' % name,
-          'Use TPUEstimator(use_tpu=True) with TPUConfig(num_shards=N), or a plain Estimator '
+          'RunConfig.%s is not used by TPUEstimator(use_tpu=True), which shards by its '
+          'TPUConfig.' % name,
+          'Use TPUConfig(num_shards=N), or TPUEstimator(use_tpu=False) (or a plain Estimator) '
           'with RunConfig(%s=...).' % name, **{name: value})
