@@ -14,8 +14,10 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
+from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.core import host_calls
 from tpu_estimator.core import model_fn as model_fn_lib
+from tpu_estimator.core import step_metrics
 from tpu_estimator.core import variable_writes
 from tpu_estimator.distribute import device_loop
 from tpu_estimator.distribute import gather
@@ -370,7 +372,7 @@ def finish_metrics(metrics, loss_metric, eval_step, counted):
 def build_eval(plan, model_fn, host_input, num_steps):
   """Evaluation: one batch per `session.run` on one device (the original's graph); sharded,
   up to `iterations_per_loop` global batches per `session.run` in a collecting device loop,
-  with `metric_fn` called once on the host over all their rows."""
+  `metric_fn`'s update run on the host once per step over that step's rows."""
   eval_step = get_or_create_eval_step()
   if not plan.sharded:
     features, labels = host_input.next_batch()
@@ -392,16 +394,23 @@ def build_eval(plan, model_fn, host_input, num_steps):
     loss, rows = gather.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
       gather.check_batch_major('eval_metrics', outs[0][1])
+    captured['static_sizes'] = step_metrics.static_sizes(
+        [o[1] for o in outs], host_input.static_batches and (
+            plan.replicas.num_replicas == 1 or plan.input_mode in (
+                InputPipelineConfig.PER_HOST_V1, InputPipelineConfig.BROADCAST)))
     tensors = gather.concat_replicas(gather.real_replicas([o[1] for o in outs],
                                                           [v[2] for v in inputs]))
-    return tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1])
+    return (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]),
+            step_metrics.step_sizes(tensors))
 
   iterations = _v1.placeholder_with_default(tf.constant(1, tf.int64), [], name='iterations')
-  (tensors, losses, rows), _, more = _collect(plan, host_input, outputs, iterations, captured)
+  (tensors, losses, rows, sizes), _, more = _collect(plan, host_input, outputs, iterations,
+                                                     captured)
   spec = captured['spec']
   metrics = {}
-  if spec.eval_metrics is not None:
-    metrics = specs.call_metric_fn(spec.eval_metrics[0], tensors)
+  if spec.eval_metrics is not None:  # once per step, as the original's host (step_metrics)
+    metrics = step_metrics.per_step(spec.eval_metrics[0], tensors, sizes, rows,
+                                    captured['static_sizes'])
   # The mean over the batches that had rows.  (Weights of dynamic shape would make
   # metrics.mean build a conditional shape assertion: functions to trace and instantiate.)
   batch_losses = tf.gather_nd(losses, tf.where(rows > 0))

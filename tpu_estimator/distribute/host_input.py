@@ -79,6 +79,8 @@ class HostInput:
         _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows,
                          input_mode)
     results = [check_result(r) for r in results]
+    self.static_batches = all(isinstance(r, tf.data.Dataset) and self._static_rows(r.element_spec)
+                              for r in results)
     if self._splits_uneven():
       for result in results:
         self._check_static_rows(
@@ -131,6 +133,24 @@ class HostInput:
       if size is not None and size > self._rows:
         raise self._too_many_rows(size)
       break
+
+  def _whole_static(self, features, axes):
+    """Whether this step's host batch is statically whole (`drop_remainder`, of
+    params["batch_size"] rows): split evenly, each replica's share keeps its static size, as
+    on a TPU (a step past the end of the input gives each share 0 real rows)."""
+    for item, axis in zip(tf.nest.flatten(features), axes):
+      return _dimension(item.shape, axis) == self._rows
+    return False
+
+  def _static_rows(self, structure):
+    """Whether every tensor of an element has its batch size in its static shape (a
+    `drop_remainder` dataset)."""
+    features, labels = split_features_labels(structure)
+    feature_axes, label_axes = self._axes(features, labels)
+    pairs = list(zip(tf.nest.flatten(features), feature_axes))
+    if labels is not None:
+      pairs += list(zip(tf.nest.flatten(labels), label_axes))
+    return all(_dimension(item.shape, axis) is not None for item, axis in pairs)
 
   def _checked_rows(self, rows):
     """`rows` once checked at run time: more rows than the shards take would be dropped."""
@@ -329,7 +349,7 @@ class HostInput:
     rows = _batch_size_of(features, f_axes) if real is None else real
     if self._mode == InputPipelineConfig.BROADCAST or self._n == 1:
       return [(features, labels, rows)] * self._n
-    if self._uneven:
+    if self._uneven and not self._whole_static(features, f_axes):
       rows = self._checked_rows(rows)
       share = self._rows // self._n
       counts, ranges = [], []

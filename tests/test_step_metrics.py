@@ -1,0 +1,84 @@
+"""A sharded evaluation updates `metric_fn` once per step, over that step's global batch, as
+the original's TPU host did from its outfeed (core/step_metrics.py): a per-batch statistic
+equals one device's, whatever `iterations_per_loop` groups into one `session.run`; a step that
+ran out of input updates nothing; a `drop_remainder` input gives `metric_fn` the global batch's
+static size (tensorflow/tpu's UNet 3D counts with `tf.size(..., out_type=tf.float32)`)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers as h
+import tpu_estimator as te
+
+v1 = tf.compat.v1
+ROWS, BATCH = 80, 8  # 10 global batches: loops of 4 group them 4, 4, 2
+
+
+def _metric_fn(labels, x):
+  """Per-batch statistics: their mean over batches is not a mean over rows."""
+  return {
+      'batch_max_label': v1.metrics.mean(tf.reduce_max(labels, keepdims=True)),
+      'batch_mean_x': v1.metrics.mean(tf.reduce_mean(x, keepdims=True)),
+      'rows_counted': v1.metrics.mean(tf.size(labels, out_type=tf.float32) if
+                                      labels.shape[0] is not None else
+                                      tf.cast(tf.size(labels), tf.float32)),
+  }
+
+
+def _model_fn(seen_shapes):
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    spec = inner(features, labels, mode, params)
+    if mode != te.ModeKeys.EVAL:
+      return spec
+
+    def metric_fn(labels, x):
+      seen_shapes.append(labels.shape.as_list())
+      return _metric_fn(labels, x)
+
+    return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(
+        metric_fn, [labels, tf.reduce_sum(features['x'], axis=1)]))
+
+  return model_fn
+
+
+def _expected(x, y, batch):
+  batches = [slice(i, i + batch) for i in range(0, len(y), batch)]
+  return {'batch_max_label': np.mean([y[b].max() for b in batches]),
+          'batch_mean_x': np.mean([x[b].sum(axis=1).mean() for b in batches]),
+          'rows_counted': np.mean([len(y[b]) for b in batches])}
+
+
+@pytest.mark.parametrize('shards,xla', [(1, None), (2, None), (2, True)])
+def test_per_batch_metrics_equal_one_devices_over_grouped_steps(tmp_path, shards, xla):
+  x, y = h.make_data(ROWS - 4)  # the last global batch is short: 4 rows
+  seen = []
+  est = te.TPUEstimator(_model_fn(seen), config=h.tpu_config(shards, 4, model_dir=str(tmp_path),
+                                                             xla=xla),
+                        train_batch_size=BATCH, eval_batch_size=BATCH)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  got = est.evaluate(h.dataset_input_fn(x, y, repeat=False))
+  one_device = te.TPUEstimator(_model_fn([]), config=h.tpu_config(model_dir=str(tmp_path)),
+                               use_tpu=False, train_batch_size=BATCH,
+                               eval_batch_size=BATCH).evaluate(
+                                   h.dataset_input_fn(x, y, repeat=False))
+  for key, value in _expected(x, y, BATCH).items():
+    np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
+    np.testing.assert_allclose(one_device[key], value, rtol=1e-5, err_msg=key)
+  np.testing.assert_allclose(got['loss'], one_device['loss'], rtol=1e-5)
+  assert got['global_step'] == 1
+
+
+@pytest.mark.parametrize('shards', [1, 2])
+def test_drop_remainder_input_gives_metric_fn_the_global_batch_statically(tmp_path, shards):
+  x, y = h.make_data(ROWS)
+  seen = []
+  est = te.TPUEstimator(_model_fn(seen), config=h.tpu_config(shards, 4, model_dir=str(tmp_path)),
+                        train_batch_size=BATCH, eval_batch_size=BATCH)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  # steps past the end of the data: the 11th and 12th steps get no rows and update nothing.
+  got = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True), steps=12)
+  assert seen and all(shape == [BATCH] for shape in seen)
+  for key, value in _expected(x, y, BATCH).items():
+    np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)

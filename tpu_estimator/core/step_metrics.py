@@ -1,0 +1,100 @@
+"""`metric_fn` of a sharded evaluation updated once per step, as the original's TPU host did.
+
+A collecting device loop (core/steps.py) brings up to `iterations_per_loop` steps' host
+tensors out in one `session.run`, concatenated.  The original dequeued one step's tensors at a
+time from the TPU's outfeed and ran `metric_fn`'s update on each: `metric_fn` saw one global
+batch, with its static size.  Called once over all the steps' rows instead, a metric that is
+not a plain sum over rows came out different, silently: a per-batch statistic averaged per
+`session.run` (tensorflow/tpu's UNet 3D reshapes to `params['eval_batch_size']` and averages a
+per-batch dice score), and a step that ran out of input updated the metrics with no rows.
+
+Here `metric_fn` is called twice in the graph, once for its values and once in a host
+`while_loop` over the run's steps that had rows, each iteration giving it one step's slice of
+every tensor.  The second call gets the variables the first created (by creation order), so
+the loop's updates accumulate in the variables the values read; the first call's updates never
+run.
+"""
+import tensorflow as tf
+
+from tpu_estimator import errors
+from tpu_estimator import specs
+
+
+def step_sizes(tensors):
+  """[1, n] int32: the first-axis length of each of the step's `n` tensors (collected by the
+  loop into [steps, n])."""
+  flat = tf.nest.flatten(tensors)
+  if not flat:
+    return tf.zeros([1, 0], tf.int32)
+  return tf.reshape(tf.stack([tf.shape(t, out_type=tf.int32)[0] for t in flat]), [1, -1])
+
+
+def static_sizes(replica_tensors, whole_steps):
+  """Each tensor's first-axis length in every step that had rows, where the shapes say it:
+  the replicas' static lengths summed, when `whole_steps` (the input's batches are static, a
+  `drop_remainder` dataset, and each step with rows gives rows to every replica: one replica,
+  or one host batch split or broadcast; one pipeline per replica, or PER_HOST_V2's batch per
+  replica, can end with a step some replicas get none of), else None."""
+  if not whole_steps:
+    return [None] * len(tf.nest.flatten(replica_tensors[0]))
+  sizes = []
+  for parts in zip(*[tf.nest.flatten(r) for r in replica_tensors]):
+    dims = [tf.convert_to_tensor(p).shape[0] if tf.convert_to_tensor(p).shape.rank else None
+            for p in parts]
+    sizes.append(None if None in dims else sum(dims))
+  return sizes
+
+
+def per_step(metric_fn, tensors, sizes, rows, static):
+  """{name: (value, update)} of `metric_fn` over the collected `tensors` ([steps, n] `sizes`,
+  [steps] `rows`), its update applied once per step that had rows, in order."""
+  flat = tf.nest.flatten(tensors)
+  offsets = tf.cumsum(sizes, axis=0, exclusive=True)
+  steps = tf.cast(tf.reshape(tf.where(rows > 0), [-1]), tf.int32)
+
+  def step_tensors(step):
+    parts = []
+    for j, tensor in enumerate(flat):
+      part = tensor[offsets[step, j]:offsets[step, j] + sizes[step, j]]
+      if static[j] is not None:
+        part.set_shape(tf.TensorShape([static[j]]).concatenate(tensor.shape[1:]))
+      parts.append(part)
+    return tf.nest.pack_sequence_as(tensors, parts)
+
+  created = []
+
+  def creating(next_creator, **kwargs):
+    variable = next_creator(**kwargs)
+    created.append(variable)
+    return variable
+
+  with tf.compat.v1.variable_creator_scope(creating):  # the values' call: its updates never run
+    first = tf.gather(tf.concat([steps, [0]], 0), 0)
+    metrics = specs.call_metric_fn(metric_fn, step_tensors(first))
+
+  def body(index):
+    with tf.compat.v1.variable_creator_scope(_reusing(list(created))):
+      updates = specs.call_metric_fn(metric_fn, step_tensors(tf.gather(steps, index)))
+    with tf.control_dependencies([update for _, update in updates.values()]):
+      return index + 1
+
+  update = tf.while_loop(lambda index: index < tf.size(steps), body, [tf.constant(0)],
+                         name='metric_fn_per_step')
+  return {name: (value, update) for name, (value, _) in metrics.items()}
+
+
+def _reusing(variables):
+  """A variable creator handing out `variables` in order (metric_fn's second call)."""
+  remaining = iter(variables)
+
+  def reusing(next_creator, **kwargs):
+    del next_creator
+    try:
+      return next(remaining)
+    except StopIteration:
+      raise errors.value_error(
+          'metric_fn created more variables in a second call than in its first.',
+          'Create the same variables at every call of metric_fn.',
+          variable=kwargs.get('name')) from None
+
+  return reusing
