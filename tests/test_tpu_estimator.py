@@ -162,6 +162,46 @@ def test_xla_replica_id_is_each_shards_index(tmp_path, shards):
   assert metrics['ids'] == pytest.approx((shards - 1) / 2)  # rows evenly over 0..shards-1
 
 
+def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
+  """On a TPU model_fn was traced once, so `tf.compat.v1.losses.get_total_loss()` held one
+  replica's loss (google-research/simclr, tf-slim models); each shard here adds only its own
+  to LOSSES and UPDATE_OPS, sees the shared regularization losses, and trains and evaluates as
+  one device (on 2 shards the second replica summed the first's loss too, and with a
+  cross_replica_sum in its forward pass could not differentiate it)."""
+  from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel
+  x, y = h.make_data(64)
+  y = (x[:, :1] * 2.0).astype(np.float32)
+  counts = []
+
+  def model_fn(features, labels, mode, params):
+    del params
+    kernel = v1.get_variable('kernel', [x.shape[1], 1], initializer=v1.zeros_initializer(),
+                             regularizer=lambda w: 0.01 * tf.reduce_sum(tf.square(w)))
+    out = tf.matmul(features['x'], kernel)
+    out += 0.0 * cross_replica.cross_replica_sum(tf.reduce_sum(out))
+    v1.add_to_collection(v1.GraphKeys.UPDATE_OPS, tf.no_op())
+    v1.losses.mean_squared_error(labels, out)
+    counts.append((len(v1.get_collection(v1.GraphKeys.LOSSES)),
+                   len(v1.get_collection(v1.GraphKeys.UPDATE_OPS)),
+                   len(v1.losses.get_regularization_losses())))
+    loss = v1.losses.get_total_loss()
+    train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.05)).minimize(
+        loss, v1.train.get_global_step())
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  results = []
+  for shards in (1, 2):
+    del counts[:]
+    est = _tpu_est(tmp_path / str(shards), shards, model_fn)
+    est.train(h.dataset_input_fn(x, y), steps=3)
+    assert set(counts) == {(1, 1, 1)}, counts
+    metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
+    results.append((est.get_variable_value('kernel'), metrics['loss']))
+  assert not np.allclose(results[0][0], 0.0)  # trained
+  np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5)
+
+
 def test_use_tpu_false_is_one_device_with_global_batch(tmp_path):
   x, y = h.make_data(64)
   seen = []

@@ -21,6 +21,7 @@ from tpu_estimator.core import step_metrics
 from tpu_estimator.core import variable_writes
 from tpu_estimator.distribute import device_loop
 from tpu_estimator.distribute import gather
+from tpu_estimator.distribute import replica_collections
 from tpu_estimator.distribute import xla
 from tpu_estimator import errors
 from tpu_estimator.hooks import run_control as hooks_lib
@@ -87,7 +88,8 @@ def _call(plan, model_fn, features, labels, mode):
 def _replica_spec(plan, model_fn, features, labels, mode, captured):
   """`model_fn` on one replica, as a checked TPUEstimatorSpec; the first is kept in
   `captured['spec']` for the host side (host functions, hooks, scaffold_fn)."""
-  spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, mode))
+  with replica_collections.own_collections():  # its losses and update ops, as on a TPU
+    spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, mode))
   model_fn_lib.check_tpu_spec(spec, mode)
   captured.setdefault('spec', spec)
   captured.setdefault('body_graph', _v1.get_default_graph())
