@@ -79,8 +79,8 @@ class HostInput:
         _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows,
                          input_mode)
     results = [check_result(r) for r in results]
-    self.static_batches = all(isinstance(r, tf.data.Dataset) and self._static_rows(r.element_spec)
-                              for r in results)
+    self.static_batches = all(
+        isinstance(r, tf.data.Dataset) and self._static_rows(r.element_spec) for r in results)
     if self._splits_uneven():
       for result in results:
         self._check_static_rows(
@@ -139,7 +139,7 @@ class HostInput:
     params["batch_size"] rows): split evenly, each replica's share keeps its static size, as
     on a TPU (a step past the end of the input gives each share 0 real rows)."""
     for item, axis in zip(tf.nest.flatten(features), axes):
-      return _dimension(item.shape, axis) == self._rows
+      return self._rows is not None and _dimension(item.shape, axis) == self._rows
     return False
 
   def _static_rows(self, structure):
