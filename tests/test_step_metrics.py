@@ -82,3 +82,31 @@ def test_drop_remainder_input_gives_metric_fn_the_global_batch_statically(tmp_pa
   assert seen and all(shape == [BATCH] for shape in seen)
   for key, value in _expected(x, y, BATCH).items():
     np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
+
+
+def test_py_func_metric_sees_each_step_once(tmp_path):
+  """A metric whose update is a Python function (tensorflow/tpu RetinaNet's COCO evaluator
+  accumulates detections with `tf.py_func`) runs inside the host loop: once per step with
+  rows, each time on that step's rows."""
+  x, y = h.make_data(ROWS - 4)
+  calls = []
+
+  def model_fn(features, labels, mode, params):
+    spec = h.make_model_fn(tpu=True)(features, labels, mode, params)
+    if mode != te.ModeKeys.EVAL:
+      return spec
+
+    def metric_fn(labels):
+      def record(values):
+        calls.append(len(values))
+        return np.int64(len(values))
+      update = v1.py_func(record, [labels], tf.int64)
+      return {'rows_seen': (tf.constant(0.0), update)}
+
+    return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(metric_fn, [labels]))
+
+  est = te.TPUEstimator(model_fn, config=h.tpu_config(2, 4, model_dir=str(tmp_path)),
+                        train_batch_size=BATCH, eval_batch_size=BATCH)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  est.evaluate(h.dataset_input_fn(x, y, repeat=False), steps=12)
+  assert calls == [BATCH] * 9 + [4]
