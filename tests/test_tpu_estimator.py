@@ -202,6 +202,33 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
   np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5)
 
 
+@pytest.mark.parametrize('shards', [1, 2])
+def test_model_fn_sees_the_tpu_contexts_shard_count(tmp_path, shards):
+  """TPU-era programs read `tpu_function.get_tpu_context().number_of_shards` in model_fn
+  (SimCLR's cross-replica batch norm and contrastive loss scatter over it): the shard count
+  in every mode of a sharded call, as while a TPU computation was built; None with
+  use_tpu=False, as on the original's CPU path."""
+  from tensorflow.python.tpu import tpu_function  # pylint: disable=g-direct-tensorflow-import
+  x, y = h.make_data(64)
+  inner = h.make_model_fn(tpu=True)
+  seen = []
+
+  def model_fn(features, labels, mode, params):
+    seen.append((mode, tpu_function.get_tpu_context().number_of_shards))
+    return inner(features, labels, mode, params)
+
+  for use_tpu in (True, False):
+    del seen[:]
+    est = _tpu_est(tmp_path / str(use_tpu), shards, model_fn, use_tpu=use_tpu)
+    est.train(h.dataset_input_fn(x, y), steps=1)
+    est.evaluate(h.dataset_input_fn(x, y, repeat=False), steps=1)
+    list(est.predict(h.dataset_input_fn(x, y, repeat=False)))
+    expected = shards if use_tpu else None
+    assert {mode for mode, _ in seen} == {'train', 'eval', 'infer'}
+    assert {count for _, count in seen} == {expected}
+  assert tpu_function.get_tpu_context().number_of_shards is None  # reset after the calls
+
+
 def test_use_tpu_false_is_one_device_with_global_batch(tmp_path):
   x, y = h.make_data(64)
   seen = []

@@ -25,6 +25,7 @@ from tensorflow.python.ops import control_flow_util as _control_flow_util
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
 from tensorflow.python.saved_model.model_utils import export_output
 from tensorflow.python.saved_model.model_utils import export_utils
+from tensorflow.python.tpu import tpu_function as _tpu_function
 from tensorflow.python.training import adam as _v1_adam
 from tensorflow.python.training import checkpoint_state_pb2 as _checkpoint_state_pb2
 from tensorflow.python.training import training_util as _training_util
@@ -436,3 +437,15 @@ def feature_column_v2():
   `create_state` and which only Keras' (2) feature layers used publicly.  Checked on 2.16-2.21."""
   from tensorflow.python.feature_column import feature_column_v2 as fc_v2  # pylint: disable=g-import-not-at-top
   return fc_v2
+
+
+@contextlib.contextmanager
+def tpu_shard_context(number_of_shards):
+  """Within (this thread): `tpu_function.get_tpu_context().number_of_shards` is
+  `number_of_shards`, as while a TPU computation was built; kept where the caller set one."""
+  if _tpu_function.get_tpu_context().number_of_shards is not None:
+    yield
+    return
+  with _tpu_function.tpu_shard_context(number_of_shards):
+    yield
+

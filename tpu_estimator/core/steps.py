@@ -88,7 +88,10 @@ def _call(plan, model_fn, features, labels, mode):
 def _replica_spec(plan, model_fn, features, labels, mode, captured):
   """`model_fn` on one replica, as a checked TPUEstimatorSpec; the first is kept in
   `captured['spec']` for the host side (host functions, hooks, scaffold_fn)."""
-  with replica_collections.own_collections():  # its losses and update ops, as on a TPU
+  # As one trace on a TPU: its own losses and update ops, and the TPU context's shard count
+  # (read by TPU-era programs: SimCLR's cross-replica batch norm and contrastive loss).
+  with replica_collections.own_collections(), \
+      _tf_internals.tpu_shard_context(plan.replicas.num_replicas):
     spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, mode))
   model_fn_lib.check_tpu_spec(spec, mode)
   captured.setdefault('spec', spec)
