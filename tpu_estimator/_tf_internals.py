@@ -448,4 +448,3 @@ def tpu_shard_context(number_of_shards):
     return
   with _tpu_function.tpu_shard_context(number_of_shards):
     yield
-

@@ -31,16 +31,14 @@ def step_sizes(tensors):
 
 def static_sizes(replica_tensors, whole_steps):
   """Each tensor's first-axis length in every step that had rows, where the shapes say it:
-  the replicas' static lengths summed, when `whole_steps` (the input's batches are static, a
-  `drop_remainder` dataset, and each step with rows gives rows to every replica: one replica,
-  or one host batch split or broadcast; one pipeline per replica, or PER_HOST_V2's batch per
-  replica, can end with a step some replicas get none of), else None."""
+  the replicas' static lengths summed, when `whole_steps` (`HostInput.whole_static_steps`:
+  every such step is whole, each replica's share static), else None."""
   if not whole_steps:
     return [None] * len(tf.nest.flatten(replica_tensors[0]))
   sizes = []
   for parts in zip(*[tf.nest.flatten(r) for r in replica_tensors]):
-    dims = [tf.convert_to_tensor(p).shape[0] if tf.convert_to_tensor(p).shape.rank else None
-            for p in parts]
+    shapes = [tf.convert_to_tensor(p).shape for p in parts]
+    dims = [shape[0] if shape.rank else None for shape in shapes]
     sizes.append(None if None in dims else sum(dims))
   return sizes
 

@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import scaffolds
-from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.core import host_calls
 from tpu_estimator.core import model_fn as model_fn_lib
 from tpu_estimator.core import step_metrics
@@ -399,10 +398,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
     loss, rows = gather.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
       gather.check_batch_major('eval_metrics', outs[0][1])
-    captured['static_sizes'] = step_metrics.static_sizes(
-        [o[1] for o in outs], host_input.static_batches and (
-            plan.replicas.num_replicas == 1 or plan.input_mode in (
-                InputPipelineConfig.PER_HOST_V1, InputPipelineConfig.BROADCAST)))
+    captured['static_sizes'] = step_metrics.static_sizes([o[1] for o in outs],
+                                                         host_input.whole_static_steps)
     tensors = gather.concat_replicas(gather.real_replicas([o[1] for o in outs],
                                                           [v[2] for v in inputs]))
     return (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]),

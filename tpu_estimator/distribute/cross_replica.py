@@ -17,11 +17,9 @@ from tpu_estimator import errors
 
 def cross_replica_sum(x, group_assignment=None, name=None):
   """The sum of `x` over the replicas, given to each replica, as on a TPU."""
-  context = tf.distribute.get_replica_context()
-  if context is None:
-    raise errors.value_error(
-        'cross_replica_sum sums over the replicas, so it is called by each replica (inside '
-        'model_fn), not in a cross-replica context.', 'Call it inside model_fn.', x=x)
+  context = _replica_context(
+      'cross_replica_sum sums over the replicas, so it is called by each replica (inside '
+      'model_fn), not in a cross-replica context.', x=x)
   count = context.num_replicas_in_sync
   if group_assignment is not None and not _all_in_one_group(group_assignment, count):
     raise errors.value_error(
@@ -37,12 +35,19 @@ def cross_replica_sum(x, group_assignment=None, name=None):
 def replica_id():
   """This replica's index (int32, 0 outside a sharded `model_fn`), as XLA's `replica_id()`
   gave each TPU core."""
+  context = _replica_context(
+      'replica_id() is the index of the replica calling it (inside model_fn), not defined '
+      'in a cross-replica context.', context='cross-replica')
+  return tf.cast(context.replica_id_in_sync_group, tf.int32)
+
+
+def _replica_context(what, **received):
+  """The calling replica's context; `what` is the error where there is none (a
+  cross-replica context)."""
   context = tf.distribute.get_replica_context()
   if context is None:
-    raise errors.value_error(
-        'replica_id() is the index of the replica calling it (inside model_fn), not defined '
-        'in a cross-replica context.', 'Call it inside model_fn.', context='cross-replica')
-  return tf.cast(context.replica_id_in_sync_group, tf.int32)
+    raise errors.value_error(what, 'Call it inside model_fn.', **received)
+  return context
 
 
 def _all_in_one_group(group_assignment, count):

@@ -79,8 +79,7 @@ class HostInput:
         _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows,
                          input_mode)
     results = [check_result(r) for r in results]
-    self.static_batches = all(
-        isinstance(r, tf.data.Dataset) and self._static_rows(r.element_spec) for r in results)
+    self.whole_static_steps = self._whole_static_steps(results)
     if self._splits_uneven():
       for result in results:
         self._check_static_rows(
@@ -133,6 +132,15 @@ class HostInput:
       if size is not None and size > self._rows:
         raise self._too_many_rows(size)
       break
+
+  def _whole_static_steps(self, results):
+    """Whether every step that has rows gives rows to every replica, each a static share: a
+    `drop_remainder` input, on one replica or one element a step (split or broadcast).  One
+    pipeline per replica, or PER_HOST_V2's element per replica, can end with a step some
+    replicas get none of."""
+    return ((self._n == 1 or self._mode in ONE_ELEMENT_A_STEP) and
+            all(isinstance(r, tf.data.Dataset) and self._static_rows(r.element_spec)
+                for r in results))
 
   def _whole_static(self, features, axes):
     """Whether this step's host batch is statically whole (`drop_remainder`, of

@@ -295,6 +295,13 @@ class Sharded(OneDevice):
         targets.append((tags, params))
     return targets
 
+  def _input_params(self, plan):
+    """A private copy of `params` for one `input_fn` call, with its batch size."""
+    params = copy.deepcopy(self.params)
+    if plan.input_batch is not None:
+      set_param(params, BATCH_SIZE_KEY, plan.input_batch)
+    return params
+
   def host_input(self, input_fn, plan):
     if callable(input_fn) and 'params' not in input_fn_lib.fn_args(input_fn):
       raise errors.value_error(
@@ -302,18 +309,13 @@ class Sharded(OneDevice):
           'Define input_fn(params).', input_fn_args=list(input_fn_lib.fn_args(input_fn)))
     replicas = plan.replicas
     if plan.distribute:  # the RunConfig's strategy: a dataset of its replicas' batches
-      params = copy.deepcopy(self.params)
-      if plan.input_batch is not None:
-        set_param(params, BATCH_SIZE_KEY, plan.input_batch)
-      return _strategy_input(input_fn, plan, params)
+      return _strategy_input(input_fn, plan, self._input_params(plan))
     per_shard = plan.input_mode == InputPipelineConfig.PER_SHARD_V1
     calls = replicas.local_replicas if per_shard else 1
     pipelines = replicas.num_replicas if per_shard else replicas.num_workers
     results = []
     for index in range(calls):
-      params = copy.deepcopy(self.params)
-      if plan.input_batch is not None:
-        set_param(params, BATCH_SIZE_KEY, plan.input_batch)
+      params = self._input_params(plan)
       # Each worker (or each of its shards) reads its own part of the data.
       pipeline_id = replicas.worker_index * calls + index
       input_context = tf.distribute.InputContext(
