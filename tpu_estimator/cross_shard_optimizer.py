@@ -3,11 +3,16 @@
 TensorFlow core's version calls a TPU-only op.  Here the replicas' strategy already aggregates
 v1-optimizer gradients to the mean over shards (the loss is scaled by 1/replicas), so with
 `reduction=MEAN` this wrapper only delegates; with `reduction=SUM` it scales the loss back up so
-the update uses the sum of the shards' gradients, as the original did.
+the update uses the sum of the shards' gradients, as the original did.  An inner optimizer
+with its own `apply_gradients` (BERT's AdamWeightDecayOptimizer, SimCLR's LARS) gets the
+shards' summed gradients and updates once for all of them (updates/shard_sum.py), as every
+core of a TPU made the same update.
 """
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.distribute import replication
+from tpu_estimator.updates import shard_sum
 from tpu_estimator.updates import wrapping
 
 _v1 = tf.compat.v1
@@ -45,4 +50,6 @@ class CrossShardOptimizer(wrapping.Wrapping):
     return self._opt.compute_gradients(loss, var_list=var_list, **kwargs)
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    if replication.in_one_of_several_replicas() and shard_sum.has_own_apply(self._opt):
+      return shard_sum.apply(self._opt, grads_and_vars, global_step, name)
     return self._opt.apply_gradients(grads_and_vars, global_step, name)

@@ -6,10 +6,13 @@ and its update, in one order.
 intercepting the class's methods.  This module patches them once, for every optimizer, and
 dispatches each call through the layers that registered here, outermost first:
 
-1. `precision` (`compute_gradients`, `apply_gradients`): with `mixed_float16`, the call goes
+1. `shard_sum` (`apply_gradients`): an optimizer with its own `apply_gradients` under
+   `CrossShardOptimizer` on several shards updates once, in the cross-replica context
+   (shard_sum.py); a base-class call from there is made as the base class makes it there;
+2. `precision` (`compute_gradients`, `apply_gradients`): with `mixed_float16`, the call goes
    to a loss-scale optimizer wrapped around the user's (loss scaled up before
    differentiation, gradients unscaled and checked before the update);
-2. `accumulation` (`apply_gradients`): while a micro-step is built, the gradients are added
+3. `accumulation` (`apply_gradients`): while a micro-step is built, the gradients are added
    to accumulators instead of applied.
 
 Precision is outside accumulation because an accumulated gradient must be unscaled first.
@@ -28,7 +31,7 @@ import tensorflow as tf
 from tpu_estimator import _tf_internals
 
 _Optimizer = tf.compat.v1.train.Optimizer
-ORDER = ('precision', 'accumulation')  # outermost first
+ORDER = ('shard_sum', 'precision', 'accumulation')  # outermost first
 METHODS = ('compute_gradients', 'apply_gradients')
 _ORIGINAL = {method: getattr(_Optimizer, method) for method in METHODS}
 _layers = {}  # name -> (methods, handler)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 class Wrapping(tf.compat.v1.train.Optimizer):
   """A v1 optimizer over `opt` (kept as `self._opt`), named `name`."""
+  WRAPS_INNER = True  # its apply_gradients ends in `opt`'s (updates/shard_sum.py)
 
   def __init__(self, opt, name):
     super().__init__(use_locking=False, name=name)

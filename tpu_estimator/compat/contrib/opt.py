@@ -22,6 +22,7 @@ __all__ = ['AdamWOptimizer', 'LazyAdamOptimizer', 'MomentumWOptimizer',
 class DecoupledWeightDecayExtension:
   """Mixin for a `tf.compat.v1.train.Optimizer` subclass: decays weights by `weight_decay *
   var` before the base update.  Put it first in the bases."""
+  APPLIES_THROUGH_BASE = True  # its apply_gradients ends in the base class's (shard_sum.py)
 
   def __init__(self, weight_decay, *args, **kwargs):
     self._decay_var_list = None

@@ -1,0 +1,156 @@
+"""The update of an optimizer with its own `apply_gradients`, under `CrossShardOptimizer` on
+several shards: made once, with the shards' gradients summed.
+
+A `tf.compat.v1.train.Optimizer` that keeps the base class's `apply_gradients` is synchronous
+on several replicas by itself: the strategy sums the replicas' gradients (each from the loss
+divided by their number) and updates every copy of the variables alike.  Many TPU-era
+optimizers override `apply_gradients` instead (BERT's AdamWeightDecayOptimizer, SimCLR's
+LARS): on a TPU, `CrossShardOptimizer` summed the gradients over the cores and each core then
+ran that code on the same sums.  Run per replica here, the code would update each replica's
+copy with that replica's gradients only (the copies drift apart, silently), and variables it
+names after `param.op.name` would be looked up under a replica's copy name ('w/replica_1').
+
+So `apply` leaves the replicas (a merge call, as the base class does), sums the gradients
+there and calls the optimizer's `apply_gradients` once, in the cross-replica context: its
+reads see the first copy's values, its assignments update every copy, and `param.op.name` is
+the variable's own name on every shard, as on a TPU.
+
+The optimizer may still reach the base class's `apply_gradients` (a subclass that changes the
+gradients and calls `super()`), which cannot run in the cross-replica context and would sum
+the sums again.  That call is intercepted (updates/interceptor.py, layer `shard_sum`) and made
+as the base class makes it there, each replica giving 1/replicas of the sums.
+
+Mixed precision and gradient accumulation act on the base class's call in a replica's context:
+with either on, the optimizer's `apply_gradients` runs in every replica on the sums, as on a
+TPU, and a variable it names after `param.op.name` is looked up under the variable's own name.
+"""
+import contextlib
+import threading
+
+import tensorflow as tf
+
+from tpu_estimator import _tf_internals
+from tpu_estimator.updates import interceptor
+
+_v1 = tf.compat.v1
+_STATE = 'shard_sum'  # our state on the graph being built (updates/interceptor.py)
+_SUM = tf.distribute.ReduceOp.SUM
+_INNER_LAYERS = ('precision', 'accumulation')  # the interceptor's layers inside this one
+
+
+def has_own_apply(optimizer):
+  """Whether `optimizer`'s update is not the base class's: a class on its way to
+  `tf.compat.v1.train.Optimizer.apply_gradients` overrides that method, other than the
+  wrappers that only pass the call on (`APPLIES_THROUGH_BASE`, or `wrapping.Wrapping`'s inner
+  optimizer, followed through `_opt`)."""
+  while getattr(type(optimizer), 'WRAPS_INNER', False):
+    optimizer = optimizer._opt  # pylint: disable=protected-access
+  for cls in type(optimizer).__mro__:
+    if 'apply_gradients' in vars(cls) and not vars(cls).get('APPLIES_THROUGH_BASE', False):
+      return cls is not _v1.train.Optimizer
+  return False
+
+
+class _Active(threading.local):
+  depth = 0  # > 0 while this thread runs an optimizer's own apply_gradients in `apply`
+
+
+_active = _Active()
+
+
+@contextlib.contextmanager
+def _depth(change):
+  _active.depth += change
+  try:
+    yield
+  finally:
+    _active.depth -= change
+
+
+def _layered(root):
+  """Whether another layer of the interceptor acts on the updates of graph `root`."""
+  return any(_tf_internals.graph_state(root, layer) is not None for layer in _INNER_LAYERS)
+
+
+def _summed_pairs(pairs, sums):
+  sums = iter(sums)
+  return [(None if g is None else next(sums), v) for g, v in pairs]
+
+
+def _own_names(pairs):
+  """A variable scope in which `get_variable` names under a replica's copy of one of the
+  `pairs`' variables ('w/replica_1/Momentum', from `param.op.name` in that replica) are the
+  names under the variable's own ('w/Momentum'), which the first replica made."""
+  copies = {}
+  for _, variable in pairs:
+    values = getattr(variable, 'values', ())
+    copies.update((copy.op.name + '/', values[0].op.name + '/') for copy in values[1:])
+
+  def getter(next_getter, name, *args, **kwargs):
+    prefix = next((p for p in copies if name.startswith(p)), None)
+    if prefix is not None:
+      name = copies[prefix] + name[len(prefix):]
+    return next_getter(name, *args, **kwargs)
+
+  return _v1.variable_scope(_v1.get_variable_scope(), custom_getter=getter,
+                            auxiliary_name_scope=False)
+
+
+def apply(optimizer, grads_and_vars, global_step=None, name=None):
+  """From one of several replicas: `optimizer.apply_gradients` with the sums of their
+  gradients, once for all of them; where another layer (precision, accumulation) acts on the
+  update, once per replica, in the replica's context, as on a TPU."""
+  interceptor.install()
+  root = _tf_internals.root_graph()
+  if _tf_internals.graph_state(root, _STATE) is None:
+    _tf_internals.set_graph_state(root, _STATE, True)
+  pairs = list(grads_and_vars)
+  present = [g for g, _ in pairs if g is not None]
+  if not present:  # nothing to sum: the optimizer's own answer, as on one shard
+    return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
+  context = tf.distribute.get_replica_context()
+  if _layered(root):
+    pairs = _summed_pairs(pairs, context.all_reduce(_SUM, present))
+    with _depth(1), _own_names(pairs):
+      return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
+
+  def once(strategy, pairs, global_step, name):
+    sums = strategy.extended.batch_reduce_to(_SUM, [(g, v) for g, v in pairs if g is not None])
+    pairs = _summed_pairs(pairs, [strategy.experimental_local_results(s)[0] for s in sums])
+    with _depth(1):
+      return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
+
+  return context.merge_call(once, args=(pairs, global_step, name))
+
+
+def _scaled(gradient, factor):
+  if gradient is None:
+    return None
+  if isinstance(gradient, tf.IndexedSlices):
+    return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+  return gradient * factor
+
+
+def _intercept(state, method, optimizer, grads_and_vars, global_step=None, name=None):
+  """The base class's `apply_gradients` reached from an optimizer's own in `apply`, with
+  gradients already summed over the replicas, which the base class sums again: each replica
+  gives 1/replicas of the sums.  In the cross-replica context the update is made as the base
+  class makes it there; in a replica's, the call goes on through the layers inside."""
+  del state, method
+  if not _active.depth:
+    return interceptor.PASS
+  strategy = tf.distribute.get_strategy()
+  factor = 1.0 / strategy.num_replicas_in_sync
+  if not tf.distribute.in_cross_replica_context():
+    shares = [(_scaled(g, factor), v) for g, v in grads_and_vars]
+    with _depth(-_active.depth):
+      return interceptor.inner(_STATE, 'apply_gradients', optimizer, shares,
+                               global_step=global_step, name=name)
+  shares = [(None if g is None else strategy.experimental_distribute_values_from_function(
+      lambda _, g=g: _scaled(g, factor)), v) for g, v in grads_and_vars]
+  with _depth(-_active.depth):
+    return optimizer._distributed_apply(  # pylint: disable=protected-access
+        strategy, shares, global_step=global_step, name=name)
+
+
+interceptor.register(_STATE, ('apply_gradients',), _intercept)
