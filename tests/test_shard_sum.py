@@ -93,3 +93,12 @@ def _check_as_one_shard(one, two):
   for name in one:
     np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
   assert np.abs(one['kernel']).max() > 0.1  # it trained
+
+
+@pytest.mark.parametrize('shards', [1, 2])
+def test_accumulation_over_an_update_it_cannot_reach_is_refused_alike_on_two_shards(
+    tmp_path, shards):
+  # Per replica, LARS's slot under param.op.name is looked up under the variable's own name:
+  # the second shard reaches the same clear refusal as one shard, not a missing variable.
+  with pytest.raises(ValueError, match='found no tf.compat.v1.train.Optimizer update'):
+    _trained(tmp_path, lambda: _OwnApply('op'), shards, accumulation=2)
