@@ -84,6 +84,33 @@ def test_drop_remainder_input_gives_metric_fn_the_global_batch_statically(tmp_pa
     np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
 
 
+@pytest.mark.parametrize('input_mode', [te.InputPipelineConfig.PER_HOST_V2,
+                                        te.InputPipelineConfig.PER_SHARD_V1])
+def test_one_element_a_replica_gives_metric_fn_static_shapes_to_the_last_step(tmp_path,
+                                                                               input_mode):
+  # 19 elements of 4 rows over 2 shards: 9 whole steps of 8 rows, then one of 4, where one
+  # replica has rows.  Every step's metric_fn sees its length statically, as on a TPU (UNet 3D
+  # on 2 cores counts with tf.size(..., out_type=tf.float32)).
+  x, y = h.make_data(ROWS - 4)
+  seen = []
+  est = te.TPUEstimator(_model_fn(seen), config=h.tpu_config(
+      2, 4, model_dir=str(tmp_path), per_host_input_for_training=input_mode),
+                        train_batch_size=BATCH, eval_batch_size=BATCH)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+
+  def input_fn(params):  # PER_SHARD_V1: shard i reads elements i, i + 2, ... (10 and 9)
+    dataset = h.dataset_input_fn(x, y, repeat=False, drop_remainder=True)(params)
+    if input_mode == te.InputPipelineConfig.PER_SHARD_V1:
+      _, shard, shards = params['context'].current_input_fn_deployment()
+      dataset = dataset.shard(shards, shard)
+    return dataset
+
+  got = est.evaluate(input_fn)
+  assert seen and all(shape in ([BATCH], [BATCH // 2]) for shape in seen), seen
+  for key, value in _expected(x, y, BATCH).items():
+    np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
+
+
 def test_py_func_metric_sees_each_step_once(tmp_path):
   """A metric whose update is a Python function (tensorflow/tpu RetinaNet's COCO evaluator
   accumulates detections with `tf.py_func`) runs inside the host loop: once per step with

@@ -398,8 +398,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
     loss, rows = gather.weighted_loss([o[0] for o in outs], [v[2] for v in inputs])
     if captured['spec'].eval_metrics is not None:
       gather.check_batch_major('eval_metrics', outs[0][1])
-    captured['static_sizes'] = step_metrics.static_sizes([o[1] for o in outs],
-                                                         host_input.whole_static_steps)
+    captured['static_sizes'] = step_metrics.StaticSizes([o[1] for o in outs],
+                                                        host_input.whole_static_steps)
     tensors = gather.concat_replicas(gather.real_replicas([o[1] for o in outs],
                                                           [v[2] for v in inputs]))
     return (tensors, tf.reshape(loss, [1]), tf.reshape(rows, [1]),
