@@ -84,13 +84,26 @@ def test_drop_remainder_input_gives_metric_fn_the_global_batch_statically(tmp_pa
     np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
 
 
-@pytest.mark.parametrize('input_mode', [te.InputPipelineConfig.PER_HOST_V2,
-                                        te.InputPipelineConfig.PER_SHARD_V1])
-def test_one_element_a_replica_gives_metric_fn_static_shapes_to_the_last_step(tmp_path,
-                                                                               input_mode):
+@pytest.fixture
+def v1_shapes():
+  """Shapes of `tf.compat.v1.Dimension`s, as a TF1 program's `disable_v2_behavior()` makes."""
+  v1.disable_v2_tensorshape()
+  try:
+    yield
+  finally:
+    v1.enable_v2_tensorshape()
+
+
+@pytest.mark.parametrize('input_mode,shapes', [
+    (te.InputPipelineConfig.PER_HOST_V2, 'v2'), (te.InputPipelineConfig.PER_SHARD_V1, 'v2'),
+    (te.InputPipelineConfig.PER_HOST_V2, 'v1')])
+def test_one_element_a_replica_gives_metric_fn_static_shapes_to_the_last_step(
+    tmp_path, request, input_mode, shapes):
   # 19 elements of 4 rows over 2 shards: 9 whole steps of 8 rows, then one of 4, where one
   # replica has rows.  Every step's metric_fn sees its length statically, as on a TPU (UNet 3D
   # on 2 cores counts with tf.size(..., out_type=tf.float32)).
+  if shapes == 'v1':  # google-research/simclr's evaluation stopped on Dimensions
+    request.getfixturevalue('v1_shapes')
   x, y = h.make_data(ROWS - 4)
   seen = []
   est = te.TPUEstimator(_model_fn(seen), config=h.tpu_config(

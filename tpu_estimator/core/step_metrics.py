@@ -45,7 +45,7 @@ class StaticSizes:
     self.share, self.whole = [], []
     for parts in zip(*[tf.nest.flatten(r) for r in replica_tensors]):
       shapes = [tf.convert_to_tensor(p).shape for p in parts]
-      dims = [shape[0] if shape.rank else None for shape in shapes]
+      dims = [tf.compat.dimension_value(shape[0]) if shape.rank else None for shape in shapes]
       self.whole.append(None if None in dims or not whole_steps else sum(dims))
       self.share.append(dims[0] if None not in dims and len(set(dims)) == 1 else None)
 
