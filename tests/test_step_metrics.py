@@ -20,8 +20,8 @@ def _metric_fn(labels, x):
       'batch_max_label': v1.metrics.mean(tf.reduce_max(labels, keepdims=True)),
       'batch_mean_x': v1.metrics.mean(tf.reduce_mean(x, keepdims=True)),
       'rows_counted': v1.metrics.mean(tf.size(labels, out_type=tf.float32) if
-                                      labels.shape[0] is not None else
-                                      tf.cast(tf.size(labels), tf.float32)),
+                                      tf.compat.dimension_value(labels.shape[0]) is not None
+                                      else tf.cast(tf.size(labels), tf.float32)),
   }
 
 
@@ -94,34 +94,67 @@ def v1_shapes():
     v1.enable_v2_tensorshape()
 
 
+def _one_element_a_replica(tmp_path, input_mode, metric_fn_of):
+  """An estimator on 2 shards with `input_mode`, trained a step, and its evaluate(x, y) over
+  batches of 4 rows a replica, shard i reading elements i, i + 2, ... with PER_SHARD_V1."""
+  est = te.TPUEstimator(metric_fn_of, config=h.tpu_config(
+      2, 4, model_dir=str(tmp_path), per_host_input_for_training=input_mode),
+                        train_batch_size=BATCH, eval_batch_size=BATCH)
+  est.train(h.dataset_input_fn(*h.make_data(16)), steps=1)
+
+  def evaluate(x, y):
+    def input_fn(params):
+      dataset = h.dataset_input_fn(x, y, repeat=False, drop_remainder=True)(params)
+      if input_mode == te.InputPipelineConfig.PER_SHARD_V1:
+        _, shard, shards = params['context'].current_input_fn_deployment()
+        dataset = dataset.shard(shards, shard)
+      return dataset
+    return est.evaluate(input_fn)
+
+  return evaluate
+
+
 @pytest.mark.parametrize('input_mode,shapes', [
     (te.InputPipelineConfig.PER_HOST_V2, 'v2'), (te.InputPipelineConfig.PER_SHARD_V1, 'v2'),
     (te.InputPipelineConfig.PER_HOST_V2, 'v1')])
-def test_one_element_a_replica_gives_metric_fn_static_shapes_to_the_last_step(
+def test_one_element_a_replica_gives_metric_fn_static_shapes_in_whole_steps(
     tmp_path, request, input_mode, shapes):
-  # 19 elements of 4 rows over 2 shards: 9 whole steps of 8 rows, then one of 4, where one
-  # replica has rows.  Every step's metric_fn sees its length statically, as on a TPU (UNet 3D
-  # on 2 cores counts with tf.size(..., out_type=tf.float32)).
+  # 19 elements of 4 rows over 2 shards: 9 whole steps of 8 rows, whose metric_fn sees the
+  # length statically, as on a TPU; then one of 4, where one replica has rows.
   if shapes == 'v1':  # google-research/simclr's evaluation stopped on Dimensions
     request.getfixturevalue('v1_shapes')
   x, y = h.make_data(ROWS - 4)
   seen = []
-  est = te.TPUEstimator(_model_fn(seen), config=h.tpu_config(
-      2, 4, model_dir=str(tmp_path), per_host_input_for_training=input_mode),
-                        train_batch_size=BATCH, eval_batch_size=BATCH)
-  est.train(h.dataset_input_fn(x, y), steps=1)
-
-  def input_fn(params):  # PER_SHARD_V1: shard i reads elements i, i + 2, ... (10 and 9)
-    dataset = h.dataset_input_fn(x, y, repeat=False, drop_remainder=True)(params)
-    if input_mode == te.InputPipelineConfig.PER_SHARD_V1:
-      _, shard, shards = params['context'].current_input_fn_deployment()
-      dataset = dataset.shard(shards, shard)
-    return dataset
-
-  got = est.evaluate(input_fn)
-  assert seen and all(shape in ([BATCH], [BATCH // 2]) for shape in seen), seen
+  got = _one_element_a_replica(tmp_path, input_mode, _model_fn(seen))(x, y)
+  assert [BATCH] in seen and all(shape in ([BATCH], [None]) for shape in seen), seen
   for key, value in _expected(x, y, BATCH).items():
     np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
+
+
+def _global_batch_model_fn(features, labels, mode, params):
+  """UNet 3D's way: metric_fn reshapes to the global batch and counts with tf.size(...,
+  out_type=tf.float32), which builds only for a static shape."""
+  spec = h.make_model_fn(tpu=True)(features, labels, mode, params)
+  if mode != te.ModeKeys.EVAL:
+    return spec
+
+  def metric_fn(labels):
+    rows = tf.reshape(tf.cast(labels, tf.float32), [BATCH, -1])
+    return {'per_row': v1.metrics.mean(tf.size(rows, out_type=tf.float32) / BATCH),
+            'label_mean': v1.metrics.mean(rows)}
+
+  return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(metric_fn, [labels]))
+
+
+def test_a_metric_fn_for_the_global_batch_runs_whole_steps_and_refuses_a_short_one(tmp_path):
+  evaluate = _one_element_a_replica(tmp_path, te.InputPipelineConfig.PER_HOST_V2,
+                                    _global_batch_model_fn)
+  x, y = h.make_data(ROWS)  # 20 elements: 10 whole steps
+  got = evaluate(x, y)
+  assert got['per_row'] == 1.0
+  np.testing.assert_allclose(got['label_mean'], y.mean(), rtol=1e-5)
+  with pytest.raises(tf.errors.InvalidArgumentError, match='whole steps'):
+    evaluate(*h.make_data(ROWS - 4))  # the last step has rows on one shard
 
 
 def test_py_func_metric_sees_each_step_once(tmp_path):

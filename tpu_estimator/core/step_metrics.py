@@ -34,35 +34,32 @@ def step_sizes(tensors):
 class StaticSizes:
   """What the shapes say of each tensor's first-axis length in a step that had rows.
 
-  `whole`: when every such step is whole (`HostInput.whole_static_steps`), each tensor's
-  length, the replicas' static lengths summed; else None.  `share`: where every replica's
-  length is the same static one, that length, else None (a step's length is then a multiple
-  of it: one element a replica, one pipeline a replica, some replicas without rows at the end
-  of the input)."""
+  `full`: each tensor's length in a step where every replica had rows, the replicas' static
+  lengths summed, where each replica's is static (else None).  `always_full`: every step
+  with rows is such a step (`HostInput.whole_static_steps`).  Otherwise (one element a
+  replica, one pipeline a replica) the last steps can leave replicas without rows: their
+  lengths are dynamic."""
 
   def __init__(self, replica_tensors, whole_steps):
-    self.replicas = len(replica_tensors)
-    self.share, self.whole = [], []
+    self.full = []
     for parts in zip(*[tf.nest.flatten(r) for r in replica_tensors]):
       shapes = [tf.convert_to_tensor(p).shape for p in parts]
       dims = [tf.compat.dimension_value(shape[0]) if shape.rank else None for shape in shapes]
-      self.whole.append(None if None in dims or not whole_steps else sum(dims))
-      self.share.append(dims[0] if None not in dims and len(set(dims)) == 1 else None)
+      self.full.append(None if None in dims else sum(dims))
+    self.always_full = whole_steps
+    # The tensor whose length tells a full step (the first with rows), where there is one.
+    self.telling = next((j for j, length in enumerate(self.full) if length), None)
 
-  def shares_known(self):
-    """Whether each step's length is a count of replicas' equal static shares (and which
-    tensor to count with: the first with rows), else None."""
-    if self.replicas < 2 or None in self.share or None not in self.whole:
-      return None
-    return next((j for j, share in enumerate(self.share) if share), None)
+  def lengths(self, full):
+    """The static lengths `metric_fn` is given in a step that is `full` or not."""
+    return self.full if full else [None] * len(self.full)
 
 
 def per_step(metric_fn, tensors, sizes, rows, static):
   """{name: (value, update)} of `metric_fn` over the collected `tensors` ([steps, n] `sizes`,
   [steps] `rows`), its update applied once per step that had rows, in order.  `static`
-  (`StaticSizes`): the shapes `metric_fn` is given, as on a TPU, where they are known; where
-  a step's length is a count of replicas' static shares, `metric_fn` is called once per count
-  and each step runs the call of its count."""
+  (`StaticSizes`): a step where every replica had rows gives `metric_fn` its static lengths,
+  as on a TPU; a step where the input ran out on some replicas, dynamic ones."""
   flat = tf.nest.flatten(tensors)
   offsets = tf.cumsum(sizes, axis=0, exclusive=True)
   steps = tf.cast(tf.reshape(tf.where(rows > 0), [-1]), tf.int32)
@@ -76,8 +73,6 @@ def per_step(metric_fn, tensors, sizes, rows, static):
       parts.append(part)
     return tf.nest.pack_sequence_as(tensors, parts)
 
-  counted = static.shares_known()
-  whole = static.whole if counted is None else [s * static.replicas for s in static.share]
   created = []
 
   def creating(next_creator, **kwargs):
@@ -87,28 +82,48 @@ def per_step(metric_fn, tensors, sizes, rows, static):
 
   with tf.compat.v1.variable_creator_scope(creating):  # the values' call: its updates never run
     first = tf.gather(tf.concat([steps, [0]], 0), 0)
-    metrics = specs.call_metric_fn(metric_fn, step_tensors(first, whole))
+    metrics = specs.call_metric_fn(metric_fn, step_tensors(first, static.lengths(True)))
 
-  def update(step, lengths):
+  def update(step, full):
     with tf.compat.v1.variable_creator_scope(_reusing(list(created))):
-      updates = specs.call_metric_fn(metric_fn, step_tensors(step, lengths))
+      updates = specs.call_metric_fn(metric_fn, step_tensors(step, static.lengths(full)))
     with tf.control_dependencies([op for _, op in updates.values()]):
       return tf.constant(0)
 
   def body(index):
     step = tf.gather(steps, index)
-    if counted is None:
-      done = update(step, whole)
-    else:  # the step's count of replicas with rows picks the call made for it
-      branches = [functools.partial(update, step, [s * count for s in static.share])
-                  for count in range(1, static.replicas + 1)]
-      done = tf.switch_case(sizes[step, counted] // static.share[counted] - 1, branches)
+    if static.always_full or static.telling is None:
+      done = update(step, static.always_full)
+    else:
+      full = tf.equal(sizes[step, static.telling], static.full[static.telling])
+      done = _full_or_short(functools.partial(update, step), full)
     with tf.control_dependencies([done]):
       return index + 1
 
   done = tf.while_loop(lambda index: index < tf.size(steps), body, [tf.constant(0)],
                        name='metric_fn_per_step')
   return {name: (value, done) for name, (value, _) in metrics.items()}
+
+
+def _full_or_short(update, full):
+  """`update(True)` where the step is `full`, else `update(False)`.  A `metric_fn` that
+  cannot be built for a short step (one written for the global batch alone, as the original
+  only ever gave it: UNet 3D reshapes to `params['eval_batch_size']`) fails only if such a
+  step runs, saying what to change."""
+  try:
+    return tf.cond(full, lambda: update(True), lambda: update(False))
+  except Exception as error:  # pylint: disable=broad-except
+    why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    message = ('metric_fn cannot take a step in which the input ran out on some shards (the '
+               'original only ever gave it whole global batches): %s. Give evaluate() whole '
+               'steps (a number of batches that the shards divide, or steps=N), or write '
+               'metric_fn for any number of rows.' % why)
+    return tf.cond(full, lambda: update(True), lambda: _failing(message))
+
+
+def _failing(message):
+  with tf.control_dependencies([tf.debugging.Assert(tf.constant(False), [message])]):
+    return tf.constant(0)
 
 
 def _reusing(variables):
