@@ -73,9 +73,17 @@ def _trained(tmp_path, make_optimizer, shards, accumulation=1):
               tf.train.list_variables(model_dir))
 
 
+def _loss_scaled(optimizer):
+  """TensorFlow's own v1 loss-scale optimizer (it wants a replica context) around `optimizer`."""
+  return lambda: _v1.mixed_precision.MixedPrecisionLossScaleOptimizer(optimizer(), 'dynamic')
+
+
 @pytest.mark.parametrize('make_optimizer', [
     lambda: _OwnApply(None), lambda: _OwnApply('op'), lambda: _OwnApply('name'),
-    _DoubledThenBase], ids=['assign', 'slot_by_op_name', 'slot_by_name', 'super'])
+    _DoubledThenBase, _loss_scaled(lambda: _v1.train.MomentumOptimizer(0.05, 0.9)),
+    _loss_scaled(lambda: _OwnApply('op'))],
+                         ids=['assign', 'slot_by_op_name', 'slot_by_name', 'super',
+                              'tf_loss_scale_over_base', 'tf_loss_scale_over_own'])
 def test_two_shards_update_as_one_shard_on_the_whole_batch(tmp_path, make_optimizer):
   _check_as_one_shard(_trained(tmp_path, make_optimizer, 1), _trained(tmp_path, make_optimizer, 2))
 

@@ -38,17 +38,38 @@ _SUM = tf.distribute.ReduceOp.SUM
 _INNER_LAYERS = ('precision', 'accumulation')  # the interceptor's layers inside this one
 
 
-def has_own_apply(optimizer):
-  """Whether `optimizer`'s update is not the base class's: a class on its way to
-  `tf.compat.v1.train.Optimizer.apply_gradients` overrides that method, other than the
-  wrappers that only pass the call on (`APPLIES_THROUGH_BASE`, or `wrapping.Wrapping`'s inner
-  optimizer, followed through `_opt`)."""
+def _own_apply_class(optimizer):
+  """The class whose `apply_gradients` makes `optimizer`'s update, where it is not
+  `tf.compat.v1.train.Optimizer`'s (else None), past the wrappers that only pass the call on
+  (`APPLIES_THROUGH_BASE`, or `wrapping.Wrapping`'s inner optimizer, followed through
+  `_opt`).  TensorFlow's own wrappers (its mixed precision loss-scale optimizer, over
+  `_optimizer`) are written for a strategy: around a base-class update they are left to it."""
   while getattr(type(optimizer), 'WRAPS_INNER', False):
     optimizer = optimizer._opt  # pylint: disable=protected-access
-  for cls in type(optimizer).__mro__:
-    if 'apply_gradients' in vars(cls) and not vars(cls).get('APPLIES_THROUGH_BASE', False):
-      return cls is not _v1.train.Optimizer
-  return False
+  cls = next((c for c in type(optimizer).__mro__ if 'apply_gradients' in vars(c) and
+              not vars(c).get('APPLIES_THROUGH_BASE', False)), _v1.train.Optimizer)
+  inner = getattr(optimizer, '_optimizer', None)
+  if cls is _v1.train.Optimizer or (
+      _is_tensorflows(cls) and isinstance(inner, _v1.train.Optimizer) and
+      _own_apply_class(inner) is None):
+    return None
+  return cls
+
+
+def _is_tensorflows(cls):
+  return cls.__module__.split('.')[0] == 'tensorflow'
+
+
+def has_own_apply(optimizer):
+  """Whether `optimizer`'s update is not the base class's."""
+  return _own_apply_class(optimizer) is not None
+
+
+def _per_replica(optimizer, root):
+  """Whether `optimizer`'s own update runs in each replica (on the sums) rather than once:
+  where another interceptor layer acts on the update, or where the update is TensorFlow's
+  own (its mixed precision loss-scale optimizer), written for a strategy's replica context."""
+  return _layered(root) or _is_tensorflows(_own_apply_class(optimizer))
 
 
 class _Active(threading.local):
@@ -98,8 +119,8 @@ def _own_names(pairs):
 
 def apply(optimizer, grads_and_vars, global_step=None, name=None):
   """From one of several replicas: `optimizer.apply_gradients` with the sums of their
-  gradients, once for all of them; where another layer (precision, accumulation) acts on the
-  update, once per replica, in the replica's context, as on a TPU."""
+  gradients, once for all of them, or once per replica, in its context, as on a TPU
+  (`_per_replica`)."""
   interceptor.install()
   root = _tf_internals.root_graph()
   if _tf_internals.graph_state(root, _STATE) is None:
@@ -109,7 +130,7 @@ def apply(optimizer, grads_and_vars, global_step=None, name=None):
   if not present:  # nothing to sum: the optimizer's own answer, as on one shard
     return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
   context = tf.distribute.get_replica_context()
-  if _layered(root):
+  if _per_replica(optimizer, root):
     pairs = _summed_pairs(pairs, context.all_reduce(_SUM, present))
     with _depth(1), _own_names(pairs):
       return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
