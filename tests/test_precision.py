@@ -14,7 +14,7 @@ from tpu_estimator.updates import precision
 v1 = tf.compat.v1
 
 
-def _model_fn(seen, keras=False):
+def _model_fn(seen, keras=False, optimizer=lambda: v1.train.AdamOptimizer(0.05)):
   def model_fn(features, labels, mode, params):
     del params
     if keras:
@@ -30,7 +30,7 @@ def _model_fn(seen, keras=False):
                                                                          logits=logits))
     train_op = None
     if mode == te.ModeKeys.TRAIN:
-      opt = te.CrossShardOptimizer(v1.train.AdamOptimizer(0.05))
+      opt = te.CrossShardOptimizer(optimizer())
       train_op = opt.minimize(loss, v1.train.get_global_step())
     return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
   return model_fn
@@ -91,6 +91,34 @@ def test_float16_two_shards_train(tmp_path):
   reader = tf.train.load_checkpoint(str(tmp_path))
   assert reader.get_tensor('global_step') == 8
   assert reader.get_tensor('current_loss_scale') == 2.0 ** 15  # nothing overflowed
+
+
+class _OwnUpdate(v1.train.GradientDescentOptimizer):
+  """Applies its gradients itself (as BERT's AdamWeightDecayOptimizer does)."""
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    return tf.group(*[v.assign_sub(0.05 * g) for g, v in grads_and_vars],
+                    global_step.assign_add(1))
+
+
+class _ThroughBase(v1.train.AdamOptimizer):
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    return super().apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+
+@pytest.mark.parametrize('shards', [1, 2])
+def test_float16_refuses_an_own_update_that_would_apply_overflowed_steps(tmp_path, shards):
+  x, y = make_data(96)
+  own = _estimator(tmp_path / 'own', _model_fn({}, optimizer=lambda: _OwnUpdate(0.05)),
+                   'mixed_float16', shards=shards)
+  with pytest.raises(ValueError, match='_OwnUpdate.*mixed_bfloat16'):
+    own.train(dataset_input_fn(x, y), max_steps=2)
+  assert tf.train.latest_checkpoint(str(tmp_path / 'own')) is None
+  # An own apply_gradients that ends in the base class's is scaled and checked as usual.
+  base = _estimator(tmp_path / 'base', _model_fn({}, optimizer=lambda: _ThroughBase(0.05)),
+                    'mixed_float16', shards=shards)
+  base.train(dataset_input_fn(x, y), max_steps=2)
+  assert tf.train.load_checkpoint(str(tmp_path / 'base')).get_tensor('global_step') == 2
 
 
 @pytest.mark.parametrize('kwargs', [{'precision': 'float16'},

@@ -23,7 +23,9 @@ import threading
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator import errors
 from tpu_estimator.updates import interceptor
+from tpu_estimator.updates import shard_sum
 from tpu_estimator.updates import wrapping
 
 _v1 = tf.compat.v1
@@ -59,6 +61,14 @@ class _Float16State:
   def __init__(self):
     self._wrapped = {}
     self._lock = threading.Lock()
+    self._calls = threading.local()  # per model_fn call (a replica's thread)
+
+  def unapplied(self):
+    """{id: optimizer} whose gradients this thread's `model_fn` call scaled and has not yet
+    applied through the loss-scale optimizer."""
+    if not hasattr(self._calls, 'unapplied'):
+      self._calls.unapplied = {}
+    return self._calls.unapplied
 
   def wrapper(self, opt):
     with self._lock:
@@ -70,7 +80,26 @@ class _Float16State:
 def _intercept(state, method, optimizer, *args, **kwargs):
   """`Optimizer.compute_gradients`/`apply_gradients` of a float16 graph: the loss-scale
   optimizer's, around the user's."""
+  if method == 'compute_gradients':
+    state.unapplied()[id(optimizer)] = optimizer
+  else:
+    state.unapplied().pop(id(optimizer), None)
   return getattr(state.wrapper(optimizer), method)(*args, **kwargs)
+
+
+def _check_applied(state):
+  """After a `model_fn` call: an optimizer with its own `apply_gradients` (BERT's
+  AdamWeightDecayOptimizer) whose scaled gradients never reached the base class's would
+  apply a step that overflowed instead of skipping it (the loss is NaN within steps)."""
+  unapplied = [o for o in state.unapplied().values() if shard_sum.has_own_apply(o)]
+  state.unapplied().clear()
+  if unapplied:
+    raise errors.value_error(
+        "TPUConfig(precision='mixed_float16') skips the updates whose gradients overflow "
+        'in tf.compat.v1.train.Optimizer.apply_gradients, which %s never reaches: its own '
+        'apply_gradients would apply them.' % type(unapplied[0]).__name__,
+        "Use precision='mixed_bfloat16' (no loss scaling), or an optimizer that applies "
+        'through the base class.', optimizer=unapplied[0])
 
 
 interceptor.register(_STATE, ('compute_gradients', 'apply_gradients'), _intercept)
@@ -130,3 +159,5 @@ def scope(config):
   with _v1.variable_scope(_v1.get_variable_scope(), custom_getter=_getter(dtype),
                           auxiliary_name_scope=False), _keras_policy(policy):
     yield dtype
+  if policy == 'mixed_float16':
+    _check_applied(_tf_internals.graph_state(root, _STATE))
