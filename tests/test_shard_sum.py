@@ -81,9 +81,10 @@ def _loss_scaled(optimizer):
 @pytest.mark.parametrize('make_optimizer', [
     lambda: _OwnApply(None), lambda: _OwnApply('op'), lambda: _OwnApply('name'),
     _DoubledThenBase, _loss_scaled(lambda: _v1.train.MomentumOptimizer(0.05, 0.9)),
-    _loss_scaled(lambda: _OwnApply('op'))],
+    _loss_scaled(lambda: _OwnApply('op')), _loss_scaled(_DoubledThenBase)],
                          ids=['assign', 'slot_by_op_name', 'slot_by_name', 'super',
-                              'tf_loss_scale_over_base', 'tf_loss_scale_over_own'])
+                              'tf_loss_scale_over_base', 'tf_loss_scale_over_own',
+                              'tf_loss_scale_over_super'])
 def test_two_shards_update_as_one_shard_on_the_whole_batch(tmp_path, make_optimizer):
   _check_as_one_shard(_trained(tmp_path, make_optimizer, 1), _trained(tmp_path, make_optimizer, 2))
 

@@ -20,12 +20,12 @@ gradients and calls `super()`), which cannot run in the cross-replica context an
 the sums again.  That call is intercepted (updates/interceptor.py, layer `shard_sum`) and made
 as the base class makes it there, each replica giving 1/replicas of the sums.
 
-Mixed precision and gradient accumulation act on the base class's call in a replica's context:
-with either on, the optimizer's `apply_gradients` runs in every replica on the sums, as on a
-TPU, and a variable it names after `param.op.name` is looked up under the variable's own name.
+Mixed precision and gradient accumulation act on the base class's call in a replica's context,
+and TensorFlow's own loss-scale optimizer wants one: with either on, or under that optimizer,
+the optimizer's `apply_gradients` runs in every replica on the sums, as on a TPU, and a
+variable it names after `param.op.name` is looked up under the variable's own name.
 """
 import contextlib
-import threading
 
 import tensorflow as tf
 
@@ -72,20 +72,21 @@ def _per_replica(optimizer, root):
   return _layered(root) or _is_tensorflows(_own_apply_class(optimizer))
 
 
-class _Active(threading.local):
-  depth = 0  # > 0 while this thread runs an optimizer's own apply_gradients in `apply`
+class _Applying:
+  """Per graph: how many of the replicas are building an optimizer's own update on summed
+  gradients.  Kept on the graph, not the thread: TensorFlow's loss-scale optimizer builds its
+  inner update on replica threads of its own.  (Replica threads run one at a time.)"""
 
+  def __init__(self):
+    self.depth = 0
 
-_active = _Active()
-
-
-@contextlib.contextmanager
-def _depth(change):
-  _active.depth += change
-  try:
-    yield
-  finally:
-    _active.depth -= change
+  @contextlib.contextmanager
+  def entered(self):
+    self.depth += 1
+    try:
+      yield
+    finally:
+      self.depth -= 1
 
 
 def _layered(root):
@@ -124,7 +125,8 @@ def apply(optimizer, grads_and_vars, global_step=None, name=None):
   interceptor.install()
   root = _tf_internals.root_graph()
   if _tf_internals.graph_state(root, _STATE) is None:
-    _tf_internals.set_graph_state(root, _STATE, True)
+    _tf_internals.set_graph_state(root, _STATE, _Applying())
+  applying = _tf_internals.graph_state(root, _STATE)
   pairs = list(grads_and_vars)
   present = [g for g, _ in pairs if g is not None]
   if not present:  # nothing to sum: the optimizer's own answer, as on one shard
@@ -132,13 +134,13 @@ def apply(optimizer, grads_and_vars, global_step=None, name=None):
   context = tf.distribute.get_replica_context()
   if _per_replica(optimizer, root):
     pairs = _summed_pairs(pairs, context.all_reduce(_SUM, present))
-    with _depth(1), _own_names(pairs):
+    with applying.entered(), _own_names(pairs):
       return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
 
   def once(strategy, pairs, global_step, name):
     sums = strategy.extended.batch_reduce_to(_SUM, [(g, v) for g, v in pairs if g is not None])
     pairs = _summed_pairs(pairs, [strategy.experimental_local_results(s)[0] for s in sums])
-    with _depth(1):
+    with applying.entered():
       return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
 
   return context.merge_call(once, args=(pairs, global_step, name))
@@ -156,22 +158,21 @@ def _intercept(state, method, optimizer, grads_and_vars, global_step=None, name=
   """The base class's `apply_gradients` reached from an optimizer's own in `apply`, with
   gradients already summed over the replicas, which the base class sums again: each replica
   gives 1/replicas of the sums.  In the cross-replica context the update is made as the base
-  class makes it there; in a replica's, the call goes on through the layers inside."""
-  del state, method
-  if not _active.depth:
+  class makes it there; in a replica's, the call goes on through the layers inside (which
+  never come back through this one)."""
+  del method
+  if not state.depth:
     return interceptor.PASS
   strategy = tf.distribute.get_strategy()
   factor = 1.0 / strategy.num_replicas_in_sync
   if not tf.distribute.in_cross_replica_context():
     shares = [(_scaled(g, factor), v) for g, v in grads_and_vars]
-    with _depth(-_active.depth):
-      return interceptor.inner(_STATE, 'apply_gradients', optimizer, shares,
-                               global_step=global_step, name=name)
+    return interceptor.inner(_STATE, 'apply_gradients', optimizer, shares,
+                             global_step=global_step, name=name)
   shares = [(None if g is None else strategy.experimental_distribute_values_from_function(
       lambda _, g=g: _scaled(g, factor)), v) for g, v in grads_and_vars]
-  with _depth(-_active.depth):
-    return optimizer._distributed_apply(  # pylint: disable=protected-access
-        strategy, shares, global_step=global_step, name=name)
+  return optimizer._distributed_apply(  # pylint: disable=protected-access
+      strategy, shares, global_step=global_step, name=name)
 
 
 interceptor.register(_STATE, ('apply_gradients',), _intercept)
