@@ -35,15 +35,17 @@ def _metric_fn(labels, logits):
   return {'accuracy': v1.metrics.accuracy(labels, tf.argmax(logits, 1))}
 
 
-def _batch_norm(inputs, training):
+def _batch_norm(inputs, training, synchronization=tf.VariableSynchronization.AUTO):
   """Batch normalization as tf.compat.v1.layers built it: moving averages updated through
-  the UPDATE_OPS collection (averaged over replicas in their merge call)."""
+  the UPDATE_OPS collection (averaged over replicas in their merge call; with
+  `synchronization=ON_READ`, as the layer makes them, a copy per replica)."""
   size = inputs.shape[-1]
   moving_mean = v1.get_variable('bn/moving_mean', [size], initializer=tf.zeros_initializer(),
-                                trainable=False,
+                                trainable=False, synchronization=synchronization,
                                 aggregation=tf.VariableAggregation.MEAN)
   moving_var = v1.get_variable('bn/moving_variance', [size], initializer=tf.ones_initializer(),
-                               trainable=False, aggregation=tf.VariableAggregation.MEAN)
+                               trainable=False, synchronization=synchronization,
+                               aggregation=tf.VariableAggregation.MEAN)
   if training:
     mean, variance = tf.nn.moments(inputs, [0])
     for var, value in ((moving_mean, mean), (moving_var, variance)):
@@ -209,3 +211,58 @@ def test_evaluating_moving_averages_through_a_custom_saver(one_device_checkpoint
     result = est.evaluate(eval_input)
     assert result['loss'] == pytest.approx(expected, rel=1e-4), (use_tpu, shards)
     assert result['global_step'] == 12
+
+
+def _on_read_ema_model_fn(features, labels, mode, params):
+  """tensorflow/tpu's EfficientNet and MnasNet way: batch normalization's moving statistics
+  synchronized on read (a copy per replica, as tf.compat.v1.layers makes them), moving
+  averages of the weights and of those statistics, and evaluation of the averages through a
+  Saver built in scaffold_fn."""
+  training = mode == te.ModeKeys.TRAIN
+  hidden = tf.nn.relu(tf.matmul(features['x'], v1.get_variable(
+      'hidden', [helpers.NUM_FEATURES, 8], initializer=_init([helpers.NUM_FEATURES, 8], 1))))
+  hidden = _batch_norm(hidden, training, tf.VariableSynchronization.ON_READ)
+  logits = tf.matmul(hidden, v1.get_variable(
+      'out', [8, helpers.NUM_CLASSES], initializer=_init([8, helpers.NUM_CLASSES], 2)))
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                       logits=logits))
+  ema = v1.train.ExponentialMovingAverage(0.5)
+  averaged = v1.trainable_variables() + [v for v in v1.global_variables() if 'moving_' in v.name]
+  if training:
+    with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+      minimize = v1.train.AdamOptimizer(0.05).minimize(loss, v1.train.get_global_step())
+    with tf.control_dependencies([minimize]):
+      return te.TPUEstimatorSpec(mode, loss=loss, train_op=ema.apply(averaged))
+  scaffold_fn = None
+  if params['eval_ema'] == 'saver_in_model_fn':
+    saver = v1.train.Saver(ema.variables_to_restore(averaged))
+    scaffold_fn = lambda: v1.train.Scaffold(saver=saver)
+  elif params['eval_ema']:
+    restore = ema.variables_to_restore(averaged)
+    scaffold_fn = lambda: v1.train.Scaffold(saver=v1.train.Saver(restore))
+  return te.TPUEstimatorSpec(mode, loss=loss, scaffold_fn=scaffold_fn,
+                             eval_metrics=(_metric_fn, [labels, logits]))
+
+
+@pytest.mark.parametrize('where', ['saver_in_model_fn', 'saver_in_scaffold_fn'])
+def test_moving_averages_of_per_replica_batch_norm_statistics_restore_on_every_layout(tmp_path,
+                                                                                     where):
+  """Sharded, the Saver's dict holds variables with a copy per replica, which TensorFlow's
+  Saver refused ('Not a variable': EfficientNet and MnasNet on 2 cores stopped at
+  evaluation); their averages now restore into every copy, as on one device."""
+  def estimator(use_tpu, shards, eval_ema):
+    config = te.RunConfig(model_dir=str(tmp_path), tf_random_seed=1, tpu_config=te.TPUConfig(
+        iterations_per_loop=4, num_shards=shards))
+    return te.TPUEstimator(_on_read_ema_model_fn, config=config, use_tpu=use_tpu,
+                           train_batch_size=16, eval_batch_size=16,
+                           params={'eval_ema': eval_ema})
+
+  estimator(False, None, False).train(helpers.dataset_input_fn(X, Y), max_steps=8)
+  eval_input = helpers.dataset_input_fn(X, Y, repeat=False)
+  raw = estimator(False, None, False).evaluate(eval_input)
+  averages = estimator(False, None, where).evaluate(eval_input)
+  assert abs(averages['loss'] - raw['loss']) > 1e-3  # the averages differ from the weights
+  for use_tpu, shards in LAYOUTS[1:]:
+    result = estimator(use_tpu, shards, where).evaluate(eval_input)
+    assert result['loss'] == pytest.approx(averages['loss'], rel=1e-4), shards
+    assert result['accuracy'] == pytest.approx(averages['accuracy'], abs=1e-6), shards

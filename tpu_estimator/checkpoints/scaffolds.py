@@ -15,10 +15,18 @@ graph the session runs.  Two patterns of the TPU era then restore the wrong valu
 `for_session` rebuilds such a Saver in the session's graph with the same checkpoint keys and
 options, each mirrored variable restored into every replica's copy.  Any other Saver is kept.
 
+3. The same dict over variables with a copy per replica synchronized on read (batch
+   normalization's moving statistics under a strategy, and their moving averages): TensorFlow's
+   Saver reads such an entry as its aggregated value, not a variable, and raises.  A Saver
+   built while `scaffold_fn` runs (`whole_variables`) gets each distributed variable of its
+   dict as the saveable of every copy (tensorflow/tpu's EfficientNet and MnasNet on 2 cores).
+
 `add_ready_checks` builds the Scaffold's default readiness checks in fewer ops
 (`WithReadyChecks` where TensorFlow's session creator finalizes the Scaffold).
 """
+import contextlib
 import os
+import threading
 
 import tensorflow as tf
 
@@ -62,6 +70,31 @@ def _var_list(saver):
     return var_list
   return {name: _whole(name, variable) if not isinstance(variable, (list, tuple)) else variable
           for name, variable in var_list.items()}
+
+
+_converting = threading.local()  # `depth` > 0 while this thread runs a `scaffold_fn`
+_saver_init = []  # TensorFlow's Saver.__init__, once `whole_variables` has wrapped it
+
+
+def _init_with_whole_variables(self, var_list=None, *args, **kwargs):
+  if getattr(_converting, 'depth', 0) and isinstance(var_list, dict):
+    var_list = {name: v if isinstance(v, (list, tuple)) else _whole(name, v)
+                for name, v in var_list.items()}
+  _saver_init[0](self, var_list, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def whole_variables():
+  """While a `scaffold_fn` runs on this thread: a `Saver` built over a dict saves and restores
+  each distributed variable in it in every replica's copy (2. and 3. above)."""
+  if not _saver_init:
+    _saver_init.append(_v1.train.Saver.__init__)
+    _v1.train.Saver.__init__ = _init_with_whole_variables
+  _converting.depth = getattr(_converting, 'depth', 0) + 1
+  try:
+    yield
+  finally:
+    _converting.depth -= 1
 
 
 def _needs_rebuild(saver, body_graph, graph):

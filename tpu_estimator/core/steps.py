@@ -101,7 +101,8 @@ def _replica_spec(plan, model_fn, features, labels, mode, captured):
 def scaffold_of(spec):
   """The Scaffold of either spec type; `scaffold_fn` is called here, on the host."""
   if isinstance(spec, specs.TPUEstimatorSpec):
-    scaffold = spec.scaffold_fn() if spec.scaffold_fn else None
+    with scaffolds.whole_variables():
+      scaffold = spec.scaffold_fn() if spec.scaffold_fn else None
     if scaffold is not None and not isinstance(scaffold, _v1.train.Scaffold):
       raise errors.type_error('`scaffold_fn` must return a tf.compat.v1.train.Scaffold.',
                               returned=scaffold)
