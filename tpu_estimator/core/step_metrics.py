@@ -62,12 +62,19 @@ def per_step(metric_fn, tensors, sizes, rows, static):
   as on a TPU; a step where the input ran out on some replicas, dynamic ones."""
   flat = tf.nest.flatten(tensors)
   offsets = tf.cumsum(sizes, axis=0, exclusive=True)
+  # [steps, n, 1]: where each step's rows of each tensor begin and end, as a slice takes them.
+  begins = tf.expand_dims(offsets, -1)
+  ends = tf.expand_dims(offsets + sizes, -1)
   steps = tf.cast(tf.reshape(tf.where(rows > 0), [-1]), tf.int32)
 
   def step_tensors(step, lengths):
+    # A step's bounds are one gather each, unstacked, then one slice a tensor (in the loop
+    # below at every step): the indexing operator builds several ops an index.
+    step_begins = tf.unstack(tf.gather(begins, step), num=len(flat))
+    step_ends = tf.unstack(tf.gather(ends, step), num=len(flat))
     parts = []
     for j, tensor in enumerate(flat):
-      part = tensor[offsets[step, j]:offsets[step, j] + sizes[step, j]]
+      part = tf.strided_slice(tensor, step_begins[j], step_ends[j], [1])
       if lengths[j] is not None:
         part.set_shape(tf.TensorShape([lengths[j]]).concatenate(tensor.shape[1:]))
       parts.append(part)

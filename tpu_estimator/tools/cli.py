@@ -157,10 +157,10 @@ def _run_program(args):
   shadowed = _own_tpu_estimator(os.getcwd() if args.module is not None else
                                 os.path.dirname(os.path.abspath(script)))
   if shadowed:
-    print('tpu-estimator run: warning: the program has its own tpu_estimator module (%s). '
-          'Under run that name is this library, so the program\'s `import tpu_estimator` gets '
-          'the library, not its file. Rename the program\'s module (and its imports) to use '
-          'its own.' % shadowed, file=sys.stderr)
+    print('tpu-estimator run: warning: the program\'s directory has its own tpu_estimator '
+          'module (%s). Under run that name is this library: where the program imports '
+          'tpu_estimator it gets the library, not that file. If it means its own, rename the '
+          'module (and its imports).' % shadowed, file=sys.stderr)
   if args.module is not None:
     if os.getcwd() not in sys.path:
       sys.path.insert(0, os.getcwd())  # as `python -m` does
