@@ -520,3 +520,34 @@ def test_conv_model_short_final_batch_and_features_only_predict(tmp_path, shards
   features_only = lambda params: tf.data.Dataset.from_tensor_slices(
       {'image': images}).batch(params['batch_size'])
   assert len(list(est.predict(features_only))) == 40
+
+
+@pytest.mark.parametrize('shards', (1, 2))
+def test_an_input_fn_returning_tensors_gives_every_step_of_a_loop_its_own_batch(tmp_path,
+                                                                                shards):
+  """tensorflow/tpu's MobileNet and SqueezeNet return a one-shot iterator's `get_next()`: a
+  device loop of 4 steps read those tensors once, so each of its steps trained (and evaluated)
+  the same batch, silently.  Every label 1..32 is seen once by 4 steps of 8 rows."""
+  def model_fn(features, labels, mode, params):
+    seen = v1.get_variable('seen', [33], initializer=v1.zeros_initializer(), trainable=False,
+                           aggregation=tf.VariableAggregation.SUM)
+    w = v1.get_variable('w', [], initializer=v1.zeros_initializer())
+    loss = tf.reduce_mean(features) * 0 + w * 0
+    if mode == te.ModeKeys.TRAIN:
+      with tf.control_dependencies([v1.assign_add(seen, tf.reduce_sum(tf.one_hot(labels, 33),
+                                                                         0))]):
+        train_op = v1.assign_add(v1.train.get_global_step(), 1)
+      return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+    return te.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
+        lambda labels: {'mean_label': v1.metrics.mean(labels)}, [labels]))
+
+  def input_fn(params):
+    ds = tf.data.Dataset.range(1, 33).map(lambda i: (tf.cast(i, tf.float32),
+                                                     tf.cast(i, tf.int32)))
+    ds = ds.repeat().batch(params['batch_size'], drop_remainder=True)
+    return v1.data.make_one_shot_iterator(ds).get_next()
+
+  est = _tpu_est(tmp_path, shards, model_fn=model_fn, ipl=4, batch=8)
+  est.train(input_fn, max_steps=4)
+  np.testing.assert_array_equal(est.get_variable_value('seen'), [0] + [1] * 32)
+  assert est.evaluate(input_fn, steps=4)['mean_label'] == pytest.approx(16.5)

@@ -139,6 +139,7 @@ class Estimator:
           global_step = _v1.train.get_or_create_global_step(graph)
         saving.cache_global_step_read(global_step)
         host_input = self._layout.host_input(input_fn, plan)
+        plan = layout_lib.for_input(plan, host_input)
         with xla.central_build(plan.replicas, host_input.ungrouped):
           kept = None if key is None else \
               self._kept_reading(key, graph, host_input, plan.replicas, checkpoint)

@@ -208,6 +208,12 @@ class HostInput:
     return tf.equal(_batch_size_of(features, _axes_for(features, self._axis(0))), self._rows)
 
   @property
+  def tensors_only(self):
+    """`input_fn` returned tensors, not a Dataset (a one-shot iterator's `get_next()`, a
+    queue's dequeue): a graph evaluates them once per `session.run`."""
+    return self._tensors is not None
+
+  @property
   def datasets(self):
     """The datasets the iterators read, one per pipeline (ready before the iterators are)."""
     return [dataset for dataset, _ in self._pipelines]

@@ -336,6 +336,20 @@ class Sharded(OneDevice):
                                     if plan.mode == ModeKeys.TRAIN else 1)
 
 
+def for_input(plan, host_input):
+  """`plan` for what `input_fn` returned.  Tensors rather than a Dataset take one step a
+  `session.run`: a device loop reads them once per run, so every step of a loop of
+  `iterations_per_loop` would get the same batch (the original's infeed ran their enqueue op at
+  every step: a new batch each)."""
+  if plan.ipl is None or plan.ipl == ('count', 1) or not host_input.tensors_only:
+    return plan
+  tf.get_logger().info(
+      'input_fn returned tensors, not a tf.data.Dataset: one step per session.run (a device '
+      'loop of iterations_per_loop=%s steps would read them once). Return the Dataset for '
+      'device loops.', plan.ipl[1])
+  return dataclasses.replace(plan, ipl=('count', 1))
+
+
 def _strategy_input(input_fn, plan, params):
   """The input of an Estimator call with a strategy, as the original read it: `input_fn` is
   called once per worker (with an `input_context` if it takes one) and returns a dataset of
