@@ -187,6 +187,11 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
     loss = v1.losses.get_total_loss()
     train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.05)).minimize(
         loss, v1.train.get_global_step())
+    if mode == te.ModeKeys.TRAIN:  # as tensorflow/tpu's MobileNet and Inception v3
+      counts.append(len(v1.moving_average_variables()))
+      with tf.control_dependencies([train_op]):
+        train_op = v1.train.ExponentialMovingAverage(0.5).apply(
+            v1.trainable_variables() + v1.moving_average_variables())
     return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
 
   results = []
@@ -194,12 +199,16 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
     del counts[:]
     est = _tpu_est(tmp_path / str(shards), shards, model_fn)
     est.train(h.dataset_input_fn(x, y), steps=3)
-    assert set(counts) == {(1, 1, 1)}, counts
+    # Each replica: one loss, update op, regularizer; no average (the 2nd saw the 1st's).
+    assert sorted(map(str, counts)) == sorted(map(str, [(1, 1, 1), 0] * shards)), counts
     metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
-    results.append((est.get_variable_value('kernel'), metrics['loss']))
+    results.append((est.get_variable_value('kernel'), metrics['loss'],
+                    est.get_variable_value('kernel/ExponentialMovingAverage')))
   assert not np.allclose(results[0][0], 0.0)  # trained
   np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5)
+  assert not np.allclose(results[0][2], 0.0)
+  np.testing.assert_allclose(results[1][2], results[0][2], rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize('shards', [1, 2])

@@ -5,8 +5,9 @@ On a TPU the original traced `model_fn` once and replicated the computation, so 
 once per replica (`tf.distribute` replica threads) in one graph, so without this
 `tf.compat.v1.losses.get_total_loss()` in the second replica also summed the first replica's
 loss (its gradients and its reported loss came out wrong, silently: google-research/simclr on 2
-shards evaluated a loss of 1.33 against one device's 0.97), and `get_collection(UPDATE_OPS)`
-gathered every replica's batch-norm updates.
+shards evaluated a loss of 1.33 against one device's 0.97), `get_collection(UPDATE_OPS)`
+gathered every replica's batch-norm updates, and `moving_average_variables()` every replica's
+moving averages.
 
 `own_collections()` around a replica's `model_fn` call records which replica added each entry
 of those collections and hides the other replicas' entries from its reads.  Entries added
@@ -22,7 +23,12 @@ import weakref
 import tensorflow as tf
 
 _v1 = tf.compat.v1
-PER_REPLICA = (_v1.GraphKeys.LOSSES, _v1.GraphKeys.UPDATE_OPS)
+# MOVING_AVERAGE_VARIABLES: `ExponentialMovingAverage.apply(var_list)` adds its variables
+# there, and tensorflow/tpu's MobileNet and Inception v3 pass it
+# `trainable_variables() + moving_average_variables()`: the second replica's list held the
+# first replica's entries again, and the replicas' updates of the averages disagreed in number.
+PER_REPLICA = (_v1.GraphKeys.LOSSES, _v1.GraphKeys.UPDATE_OPS,
+               _v1.GraphKeys.MOVING_AVERAGE_VARIABLES)
 
 _local = threading.local()  # .replica: the replica whose model_fn this thread is building
 _owners = weakref.WeakKeyDictionary()  # graph -> {(collection, id(entry)): replica}
@@ -43,7 +49,7 @@ def _install():
 
   def add_to_collection(graph, name, value):  # add_to_collections calls it too
     if name in PER_REPLICA and _replica() is not None:
-      _owners.setdefault(graph, {})[(name, id(value))] = _replica()
+      _owners.setdefault(_outermost(graph), {})[(name, id(value))] = _replica()
     return add(graph, name, value)
 
   def get_collection(graph, name, scope=None):
@@ -51,12 +57,20 @@ def _install():
     me = _replica()
     if me is None or name not in PER_REPLICA:
       return items
-    owners = _owners.get(graph, {})
+    owners = _owners.get(_outermost(graph), {})
     return [item for item in items if owners.get((name, id(item)), me) == me]
 
   tf.Graph.add_to_collection = add_to_collection
   tf.Graph.get_collection = get_collection
   _installed.append(True)
+
+
+def _outermost(graph):
+  """The graph a loop body's FuncGraph is built in: it reads that graph's collections, and
+  an entry may be added there (`ExponentialMovingAverage.apply` adds under `init_scope`)."""
+  while getattr(graph, 'outer_graph', None) is not None:
+    graph = graph.outer_graph
+  return graph
 
 
 @contextlib.contextmanager
