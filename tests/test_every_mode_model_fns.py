@@ -244,25 +244,50 @@ def _on_read_ema_model_fn(features, labels, mode, params):
                              eval_metrics=(_metric_fn, [labels, logits]))
 
 
-@pytest.mark.parametrize('where', ['saver_in_model_fn', 'saver_in_scaffold_fn'])
+class _LoadAveragesHook(v1.train.SessionRunHook):
+  """tensorflow/tpu's MobileNet and Inception v3 evaluate the averages through a hook: a
+  Saver over `variables_to_restore()` built in `begin()`, restored after the session is made
+  (over the moving statistics too, keyed by `var.op.name`)."""
+
+  def __init__(self, model_dir):
+    self._model_dir = model_dir
+    self._saver = None
+
+  def begin(self):
+    self._saver = v1.train.Saver(v1.train.ExponentialMovingAverage(0.5).variables_to_restore(
+        v1.trainable_variables() + [v for v in v1.global_variables() if 'moving_' in v.name]))
+
+  def after_create_session(self, session, coord):
+    self._saver.restore(session, v1.train.latest_checkpoint(self._model_dir))
+
+
+@pytest.mark.parametrize('where', ['saver_in_model_fn', 'saver_in_scaffold_fn', 'saver_in_hook'])
 def test_moving_averages_of_per_replica_batch_norm_statistics_restore_on_every_layout(tmp_path,
                                                                                      where):
   """Sharded, the Saver's dict holds variables with a copy per replica, which TensorFlow's
   Saver refused ('Not a variable': EfficientNet and MnasNet on 2 cores stopped at
-  evaluation); their averages now restore into every copy, as on one device."""
+  evaluation) or, built in a hook, restored into the first replica's copy alone (Inception v3
+  evaluated other weights on 2 cores, silently); their averages now restore into every copy,
+  as on one device."""
+  in_hook = where == 'saver_in_hook'
+
   def estimator(use_tpu, shards, eval_ema):
     config = te.RunConfig(model_dir=str(tmp_path), tf_random_seed=1, tpu_config=te.TPUConfig(
         iterations_per_loop=4, num_shards=shards))
     return te.TPUEstimator(_on_read_ema_model_fn, config=config, use_tpu=use_tpu,
                            train_batch_size=16, eval_batch_size=16,
-                           params={'eval_ema': eval_ema})
+                           params={'eval_ema': False if in_hook else eval_ema})
+
+  def evaluate(use_tpu, shards, eval_ema):
+    hooks = [_LoadAveragesHook(str(tmp_path))] if eval_ema and in_hook else None
+    return estimator(use_tpu, shards, eval_ema).evaluate(eval_input, hooks=hooks)
 
   estimator(False, None, False).train(helpers.dataset_input_fn(X, Y), max_steps=8)
   eval_input = helpers.dataset_input_fn(X, Y, repeat=False)
   raw = estimator(False, None, False).evaluate(eval_input)
-  averages = estimator(False, None, where).evaluate(eval_input)
+  averages = evaluate(False, None, where)
   assert abs(averages['loss'] - raw['loss']) > 1e-3  # the averages differ from the weights
   for use_tpu, shards in LAYOUTS[1:]:
-    result = estimator(use_tpu, shards, where).evaluate(eval_input)
+    result = evaluate(use_tpu, shards, where)
     assert result['loss'] == pytest.approx(averages['loss'], rel=1e-4), shards
     assert result['accuracy'] == pytest.approx(averages['accuracy'], abs=1e-6), shards

@@ -157,7 +157,14 @@ class Estimator:
     `inference`: an evaluation's or prediction's session, its raw session closed on a thread
     once the call is done (`iterators.ClosedInBackground`); a training session, which holds
     optimizer slots too, is closed before its call returns.  `rewrites`: as
-    `Replicas.session_config`'s (`_graph_rewrites`)."""
+    `Replicas.session_config`'s (`_graph_rewrites`).  A hook's `begin()` building a Saver
+    over a dict of variables (tensorflow/tpu's LoadEMAHook: `Saver(ema.variables_to_restore())`)
+    gets each distributed variable in it whole, every replica's copy (scaffolds.py)."""
+    with scaffolds.whole_variables():
+      return self._new_session(replicas, scaffold, hooks, xla_step, inference, rewrites,
+                               **kwargs)
+
+  def _new_session(self, replicas, scaffold, hooks, xla_step, inference, rewrites, **kwargs):
     config = replicas.session_config(self._config.session_config, xla=xla_step,
                                      rewrites=rewrites)
     if replicas.kind == 'parameter_servers':  # recovers from lost tasks, for a bounded time
@@ -571,7 +578,7 @@ class Estimator:
     creator = entry.creator(snapshot, replicas.master, config)
     reused = entry.session is not None
     try:
-      with quiet.internal_calls():
+      with quiet.internal_calls(), scaffolds.whole_variables():  # (as `_session`)
         return _v1.train.MonitoredSession(session_creator=creator, hooks=hooks)
     except RuntimeError as error:  # a hook's begin() building ops in the finalized graph
       if reused and 'finalized' in str(error):

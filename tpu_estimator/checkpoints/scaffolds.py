@@ -18,8 +18,10 @@ options, each mirrored variable restored into every replica's copy.  Any other S
 3. The same dict over variables with a copy per replica synchronized on read (batch
    normalization's moving statistics under a strategy, and their moving averages): TensorFlow's
    Saver reads such an entry as its aggregated value, not a variable, and raises.  A Saver
-   built while `scaffold_fn` runs (`whole_variables`) gets each distributed variable of its
-   dict as the saveable of every copy (tensorflow/tpu's EfficientNet and MnasNet on 2 cores).
+   built while `scaffold_fn` runs, or while the call's hooks begin (`whole_variables`), gets
+   each distributed variable of its dict as the saveable of every copy (tensorflow/tpu's
+   EfficientNet and MnasNet on 2 cores; MobileNet's and Inception v3's evaluation hook
+   restoring the moving averages, which restored into the first replica's copy alone).
 
 `add_ready_checks` builds the Scaffold's default readiness checks in fewer ops
 (`WithReadyChecks` where TensorFlow's session creator finalizes the Scaffold).
@@ -72,21 +74,62 @@ def _var_list(saver):
           for name, variable in var_list.items()}
 
 
-_converting = threading.local()  # `depth` > 0 while this thread runs a `scaffold_fn`
+_converting = threading.local()  # `depth` > 0 while this thread runs a `scaffold_fn` or begins
+# a call's hooks
 _saver_init = []  # TensorFlow's Saver.__init__, once `whole_variables` has wrapped it
 
 
 def _init_with_whole_variables(self, var_list=None, *args, **kwargs):
   if getattr(_converting, 'depth', 0) and isinstance(var_list, dict):
-    var_list = {name: v if isinstance(v, (list, tuple)) else _whole(name, v)
-                for name, v in var_list.items()}
+    graph = _v1.get_default_graph()
+    var_list = dict(_whole_entry(graph, name, v) for name, v in var_list.items())
   _saver_init[0](self, var_list, *args, **kwargs)
+
+
+def _whole_entry(graph, name, variable):
+  """(checkpoint key, saveable) of a Saver's dict entry: the variable whole (`_whole`), under
+  its own name where `name` was taken from the op of its aggregated read."""
+  if isinstance(variable, (list, tuple)) or _distributed(variable) is None:
+    return name, variable
+  mirrored = _distributed(variable)
+  own = mirrored.name.split(':')[0]
+  if name != own and not name.startswith(own + '/'):
+    read = _aggregate_read_prefix(graph, name, mirrored)
+    if read is not None:
+      name = own + name[len(read):]
+  return name, _whole(name, variable)
+
+
+def _aggregate_read_prefix(graph, name, mirrored):
+  """The part of `name` that names an op reading `mirrored`'s copies, else None.  Outside a
+  replica, a variable synchronized on read (batch norm's moving statistics) is read as the
+  aggregate of its copies, and its `.op` is that read's op ('Identity_4'):
+  `ExponentialMovingAverage.variables_to_restore()` keys such a variable by that name."""
+  handles = {copy.handle.op.name for copy in mirrored.values}
+  parts = name.split('/')
+  for end in range(len(parts), 0, -1):
+    try:
+      op = graph.get_operation_by_name('/'.join(parts[:end]))
+    except (KeyError, ValueError):
+      continue
+    if _reads_any(op, handles):
+      return '/'.join(parts[:end])
+  return None
+
+
+def _reads_any(op, handles, depth=4):
+  """Whether `op` reads a variable of `handles` within `depth` ops up its inputs."""
+  if op.type in ('ReadVariableOp', 'VarHandleOp') and \
+      (op.name in handles or any(t.op.name in handles for t in op.inputs)):
+    return True
+  return depth > 0 and any(_reads_any(t.op, handles, depth - 1) for t in op.inputs)
 
 
 @contextlib.contextmanager
 def whole_variables():
-  """While a `scaffold_fn` runs on this thread: a `Saver` built over a dict saves and restores
-  each distributed variable in it in every replica's copy (2. and 3. above)."""
+  """While a `scaffold_fn` runs on this thread, or a call's session is made (its hooks'
+  `begin()`): a `Saver` built over a dict saves and restores each distributed variable in it
+  in every replica's copy (2. and 3. above)."""
   if not _saver_init:
     _saver_init.append(_v1.train.Saver.__init__)
     _v1.train.Saver.__init__ = _init_with_whole_variables
