@@ -65,13 +65,11 @@ def _whole(name, variable):
   return factory(name) if callable(factory) else factory
 
 
-def _var_list(saver):
-  """The rebuilt Saver's var_list, or None when `saver` needs no rebuilding for it."""
-  var_list = _tf_internals.saver_var_list(saver)
+def _whole_dict(graph, var_list):
+  """A Saver's `var_list` with each entry of a dict made whole (`_whole_entry`)."""
   if not isinstance(var_list, dict):
     return var_list
-  return {name: _whole(name, variable) if not isinstance(variable, (list, tuple)) else variable
-          for name, variable in var_list.items()}
+  return dict(_whole_entry(graph, name, variable) for name, variable in var_list.items())
 
 
 _converting = threading.local()  # `depth` > 0 while this thread runs a `scaffold_fn` or begins
@@ -80,18 +78,17 @@ _saver_init = []  # TensorFlow's Saver.__init__, once `whole_variables` has wrap
 
 
 def _init_with_whole_variables(self, var_list=None, *args, **kwargs):
-  if getattr(_converting, 'depth', 0) and isinstance(var_list, dict):
-    graph = _v1.get_default_graph()
-    var_list = dict(_whole_entry(graph, name, v) for name, v in var_list.items())
+  if getattr(_converting, 'depth', 0):
+    var_list = _whole_dict(_v1.get_default_graph(), var_list)
   _saver_init[0](self, var_list, *args, **kwargs)
 
 
 def _whole_entry(graph, name, variable):
   """(checkpoint key, saveable) of a Saver's dict entry: the variable whole (`_whole`), under
   its own name where `name` was taken from the op of its aggregated read."""
-  if isinstance(variable, (list, tuple)) or _distributed(variable) is None:
+  mirrored = None if isinstance(variable, (list, tuple)) else _distributed(variable)
+  if mirrored is None:
     return name, variable
-  mirrored = _distributed(variable)
   own = mirrored.name.split(':')[0]
   if name != own and not name.startswith(own + '/'):
     read = _aggregate_read_prefix(graph, name, mirrored)
@@ -159,7 +156,7 @@ def for_session(scaffold, body_graph):
   if not isinstance(saver, _v1.train.Saver) or not _needs_rebuild(saver, body_graph, graph):
     return scaffold
   options = _tf_internals.saver_options(saver)
-  var_list = _var_list(saver)
+  var_list = _whole_dict(graph, _tf_internals.saver_var_list(saver))
   if isinstance(var_list, (list, tuple)):
     chosen = {id(v) for v in var_list}
     var_list = [v for v in saving.saveable_variables()
