@@ -79,6 +79,75 @@ def test_parsing_receiver_takes_serialized_examples(trained, tmp_path):
   np.testing.assert_array_equal(out['classes'].numpy(), [p['classes'] for p in predicted])
 
 
+def _saved_tags(path):
+  from tensorflow.core.protobuf import saved_model_pb2
+  proto = saved_model_pb2.SavedModel()
+  with open(os.path.join(path, 'saved_model.pb'), 'rb') as f:
+    proto.ParseFromString(f.read())
+  return [sorted(m.meta_info_def.tags) for m in proto.meta_graphs]
+
+
+def test_train_and_eval_graphs_export_with_their_signatures(trained, tmp_path):
+  """experimental_export_all_saved_models writes TRAIN, EVAL and serving MetaGraphs in one
+  SavedModel (TFMA's EvalSavedModel is its EVAL graph): the EVAL graph's metrics and loss
+  equal evaluate()'s on the same rows, and the TRAIN graph's train op trains from the
+  checkpoint."""
+  est, root, x, y = trained
+  supervised = te.experimental.build_raw_supervised_input_receiver_fn(
+      {'x': tf.zeros([1, h.NUM_FEATURES])}, tf.zeros([1], tf.int64))
+  path = est.experimental_export_all_saved_models(str(tmp_path / 'all'), {
+      te.ModeKeys.TRAIN: supervised, te.ModeKeys.EVAL: supervised,
+      te.ModeKeys.PREDICT: _raw_receiver()}).decode()
+  assert _saved_tags(path) == [['train'], ['eval'], ['serve'], ['serve', 'tpu']]
+  evaluator = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(
+      2, model_dir=str(root / 'model')), train_batch_size=16, eval_batch_size=32)
+  expected = evaluator.evaluate(h.dataset_input_fn(x[:32], y[:32], batch_size=32, repeat=False))
+  with tf.Graph().as_default(), v1.Session() as session:
+    signature = v1.saved_model.load(session, ['eval'], path).signature_def['eval']
+    assert sorted(signature.inputs) == ['label', 'x']
+    assert sorted(signature.outputs) == ['loss', 'metrics/accuracy/update_op',
+                                         'metrics/accuracy/value',
+                                         'metrics/mean_label/update_op',
+                                         'metrics/mean_label/value']
+    feed = {signature.inputs['x'].name: x[:32], signature.inputs['label'].name: y[:32]}
+    outputs = {name: info.name for name, info in signature.outputs.items()}
+    session.run([outputs['metrics/accuracy/update_op'], outputs['metrics/mean_label/update_op']],
+                feed)
+    loss, accuracy, mean_label = session.run(
+        [outputs['loss'], outputs['metrics/accuracy/value'], outputs['metrics/mean_label/value']],
+        feed)
+  np.testing.assert_allclose([loss, accuracy, mean_label],
+                             [expected['loss'], expected['accuracy'], expected['mean_label']],
+                             rtol=1e-5)
+  with tf.Graph().as_default(), v1.Session() as session:
+    signature = v1.saved_model.load(session, ['train'], path).signature_def['train']
+    feed = {signature.inputs['x'].name: x[:32], signature.inputs['label'].name: y[:32]}
+    (train_op,) = v1.get_collection('saved_model_train_op')
+    step = v1.train.get_global_step()
+    assert session.run(step) == est.get_variable_value('global_step')
+    before = session.run(signature.outputs['loss'].name, feed)
+    session.run(train_op, feed)
+    assert session.run(step) == est.get_variable_value('global_step') + 1
+    assert session.run(signature.outputs['loss'].name, feed) < before
+  only_eval = est.export_saved_model(str(tmp_path / 'eval'), supervised,
+                                     experimental_mode=te.ModeKeys.EVAL).decode()
+  assert _saved_tags(only_eval) == [['eval']]
+
+
+def test_supervised_receiver_names_and_refusals():
+  with tf.Graph().as_default():
+    receiver = te.experimental.build_raw_supervised_input_receiver_fn(
+        tf.zeros([2, 3]), tf.zeros([2], tf.int32), default_batch_size=4)()
+    assert sorted(receiver.receiver_tensors) == ['input', 'label']
+    assert receiver.features.shape.as_list() == [4, 3]
+    assert receiver.labels.dtype == tf.int32
+  with pytest.raises(ValueError, match=r"overlapping_keys=\['a'\]"):
+    te.experimental.build_raw_supervised_input_receiver_fn({'a': tf.zeros([1])},
+                                                           {'a': tf.zeros([1])})
+  with pytest.raises(ValueError, match='labels'):
+    te.experimental.build_raw_supervised_input_receiver_fn({'a': tf.zeros([1])}, None)
+
+
 def test_export_outputs_become_signatures(tmp_path):
   x, y = h.make_data(32)
 
@@ -168,8 +237,10 @@ def test_metrics_returned_in_every_mode_do_not_stop_predict_or_export(tmp_path):
 @pytest.mark.parametrize('call,error,match', [
     (lambda est, d: est.export_saved_model(d, None), TypeError, 'serving_input_receiver_fn'),
     (lambda est, d: est.export_saved_model(d, lambda: 'x'), TypeError, 'ServingInputReceiver'),
-    (lambda est, d: est.export_saved_model(d, _raw_receiver(), experimental_mode='train'),
+    (lambda est, d: est.export_saved_model(d, _raw_receiver(), experimental_mode='serve'),
      ValueError, 'experimental_mode'),
+    (lambda est, d: est.export_saved_model(d, lambda: 'x', experimental_mode='eval'),
+     TypeError, 'SupervisedInputReceiver'),
     (lambda est, d: est.export_saved_model(d, _raw_receiver(), assets_extra=['x']), TypeError,
      'assets_extra'),
 ])

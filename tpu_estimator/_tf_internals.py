@@ -23,6 +23,7 @@ from tensorflow.python.framework import meta_graph as _meta_graph
 from tensorflow.python.lib.io import file_io as _file_io
 from tensorflow.python.ops import control_flow_util as _control_flow_util
 from tensorflow.python.ops import summary_ops_v2 as _summary_ops_v2
+from tensorflow.python.saved_model import constants as _saved_model_constants
 from tensorflow.python.saved_model.model_utils import export_output
 from tensorflow.python.saved_model.model_utils import export_utils
 from tensorflow.python.tpu import tpu_function as _tpu_function
@@ -41,6 +42,10 @@ _v1 = tf.compat.v1
 # Imported above as `export_output`: `ExportOutput` and its subclasses (were
 # `tf.estimator.export.*`); as `export_utils`: the signature helpers (`get_export_outputs`,
 # `build_all_signature_defs`) and timestamped export directories.
+
+# The collection a SavedModel's TRAIN MetaGraph names its train op in (what the SavedModel
+# builder's own `_add_train_op` fills).
+SAVED_MODEL_TRAIN_OP_KEY = _saved_model_constants.TRAIN_OP_KEY
 
 # The `CheckpointState` proto of the `checkpoint` state file (what
 # `tf.train.get_checkpoint_state` returns; the class itself is not exported).

@@ -679,42 +679,59 @@ class Estimator:
                          as_text=False, checkpoint_path=None,
                          experimental_mode=ModeKeys.PREDICT):
     """Exports the model for serving as a timestamped SavedModel under `export_dir_base`;
-    returns its path (bytes)."""
-    if experimental_mode != ModeKeys.PREDICT:
-      raise errors.value_error(
-          'Only experimental_mode=ModeKeys.PREDICT is supported for export.',
-          'Export the serving graph; train and evaluate with the Estimator.',
-          experimental_mode=experimental_mode)
-    if not isinstance(export_dir_base, (str, bytes, os.PathLike)):
-      raise errors.type_error('`export_dir_base` must be a path.',
-                              export_dir_base=export_dir_base)
+    returns its path (bytes).  `experimental_mode` TRAIN or EVAL exports that graph instead
+    (its receiver fn returns a SupervisedInputReceiver)."""
+    if experimental_mode not in savedmodel.EXPORT_MODES:
+      raise errors.value_error('`experimental_mode` must be a ModeKeys value.',
+                               experimental_mode=experimental_mode,
+                               allowed=list(savedmodel.EXPORT_MODES))
     if serving_input_receiver_fn is None or not callable(serving_input_receiver_fn):
       raise errors.type_error('`serving_input_receiver_fn` must be a callable returning a '
                               'ServingInputReceiver.',
                               serving_input_receiver_fn=serving_input_receiver_fn)
-    targets = self._layout.export_targets()
-    if not targets:
-      raise errors.value_error('One of export_to_cpu and export_to_tpu must be true.',
-                               export_to_cpu=False, export_to_tpu=False)
+    return self._export_modes(export_dir_base, {experimental_mode: serving_input_receiver_fn},
+                              assets_extra, as_text, checkpoint_path)
+
+  def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
+                                           assets_extra=None, as_text=False,
+                                           checkpoint_path=None):
+    """Exports one SavedModel holding a MetaGraph for each mode of `input_receiver_fn_map`
+    ({ModeKeys.TRAIN/EVAL/PREDICT: receiver fn}; a mode mapped to None is left out), tagged
+    'train', 'eval' and 'serve'; returns its path (bytes)."""
+    if not isinstance(input_receiver_fn_map, dict):
+      raise errors.type_error('`input_receiver_fn_map` must be a dict {mode: receiver_fn}.',
+                              input_receiver_fn_map=input_receiver_fn_map)
+    unknown = sorted(set(input_receiver_fn_map) - set(savedmodel.EXPORT_MODES), key=str)
+    if unknown:
+      raise errors.value_error('`input_receiver_fn_map` keys must be ModeKeys values.',
+                               modes=unknown, allowed=list(savedmodel.EXPORT_MODES))
+    wanted = {mode: fn for mode, fn in input_receiver_fn_map.items() if fn is not None}
+    if not wanted:
+      raise errors.value_error('`input_receiver_fn_map` has no receiver fn to export.',
+                               'Map at least one mode to its input receiver fn.',
+                               input_receiver_fn_map=input_receiver_fn_map)
+    return self._export_modes(export_dir_base, wanted, assets_extra, as_text,
+                              checkpoint_path)
+
+  def _export_modes(self, export_dir_base, receiver_fns, assets_extra, as_text,
+                    checkpoint_path):
+    if not isinstance(export_dir_base, (str, bytes, os.PathLike)):
+      raise errors.type_error('`export_dir_base` must be a path.',
+                              export_dir_base=export_dir_base)
+    metagraphs = []
+    for mode in savedmodel.EXPORT_MODES:
+      if mode == ModeKeys.PREDICT and mode in receiver_fns:
+        targets = self._layout.export_targets()
+        if not targets:
+          raise errors.value_error('One of export_to_cpu and export_to_tpu must be true.',
+                                   export_to_cpu=False, export_to_tpu=False)
+        metagraphs += [(tags, self._serving_builder(receiver_fns[mode], params))
+                       for tags, params in targets]
+      elif mode in receiver_fns:
+        metagraphs.append((list(_tf_internals.export_utils.EXPORT_TAG_MAP[mode]),
+                           self._supervised_builder(mode, receiver_fns[mode])))
     checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'export')
 
-    def builder(params):
-      def build():
-        if self._config.tf_random_seed is not None:
-          _v1.set_random_seed(self._config.tf_random_seed)
-        _v1.train.get_or_create_global_step()
-        receiver = savedmodel.call_receiver_fn(serving_input_receiver_fn)
-        spec = model_fn_lib.call_model_fn(
-            self._model_fn, receiver.features, None, ModeKeys.PREDICT, params, self._config,
-            allow_tpu_spec=self._layout.allow_tpu_spec)
-        spec = model_fn_lib.tpu_spec_parts(spec)
-        model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
-        outputs = savedmodel.export_outputs_of(spec)
-        scaffold = steps_lib.scaffold_of(spec)
-        return savedmodel.signature_defs(receiver, outputs), scaffold
-      return build
-
-    metagraphs = [(tags, builder(params)) for tags, params in targets]
     def write(checkpoint, snapshot):  # restored from a pinned snapshot, as evaluate does
       return savedmodel.write_saved_model(
           os.fspath(export_dir_base), snapshot, metagraphs, assets_extra=assets_extra,
@@ -724,21 +741,44 @@ class Estimator:
     return pinning.with_latest_pinned(self._model_dir, checkpoint, bool(checkpoint_path),
                                       'export', write)
 
-  def experimental_export_all_saved_models(self, export_dir_base, input_receiver_fn_map,
-                                           assets_extra=None, as_text=False,
-                                           checkpoint_path=None):
-    """Exports the modes in `input_receiver_fn_map` (PREDICT is supported)."""
-    if not isinstance(input_receiver_fn_map, dict) or not input_receiver_fn_map:
-      raise errors.type_error('`input_receiver_fn_map` must be a dict {mode: receiver_fn}.',
-                              input_receiver_fn_map=input_receiver_fn_map)
-    unsupported = sorted(set(input_receiver_fn_map) - {ModeKeys.PREDICT})
-    if unsupported:
-      raise errors.value_error('Only ModeKeys.PREDICT can be exported by this build.',
-                               'Drop the other modes from input_receiver_fn_map.',
-                               modes=unsupported)
-    return self.export_saved_model(export_dir_base, input_receiver_fn_map[ModeKeys.PREDICT],
-                                   assets_extra=assets_extra, as_text=as_text,
-                                   checkpoint_path=checkpoint_path)
+  def _export_graph_start(self):
+    if self._config.tf_random_seed is not None:
+      _v1.set_random_seed(self._config.tf_random_seed)
+    _v1.train.get_or_create_global_step()
+
+  def _serving_builder(self, serving_input_receiver_fn, params):
+    def build():
+      self._export_graph_start()
+      receiver = savedmodel.call_receiver_fn(serving_input_receiver_fn)
+      spec = model_fn_lib.call_model_fn(
+          self._model_fn, receiver.features, None, ModeKeys.PREDICT, params, self._config,
+          allow_tpu_spec=self._layout.allow_tpu_spec)
+      spec = model_fn_lib.tpu_spec_parts(spec)
+      model_fn_lib.check_tpu_spec(spec, ModeKeys.PREDICT)
+      outputs = savedmodel.export_outputs_of(spec)
+      scaffold = steps_lib.scaffold_of(spec)
+      return savedmodel.signature_defs(receiver, outputs), scaffold
+    return build
+
+  def _supervised_builder(self, mode, input_receiver_fn):
+    """The TRAIN or EVAL MetaGraph of an export: `model_fn` in `mode` on the receiver's
+    features and labels, on the CPU (as the original), its metrics (a TPUEstimatorSpec's
+    `metric_fn` called here) and loss in the signature, a train op in the SavedModel's
+    train op collection."""
+    def build():
+      self._export_graph_start()
+      receiver = savedmodel.call_supervised_receiver_fn(input_receiver_fn, mode)
+      spec = model_fn_lib.call_model_fn(
+          self._model_fn, receiver.features, getattr(receiver, 'labels', None), mode,
+          self._layout.supervised_export_params(), self._config,
+          allow_tpu_spec=self._layout.allow_tpu_spec)
+      metrics, loss = steps_lib.metric_ops_one_device(spec, mode)
+      if spec.train_op is not None:
+        _v1.add_to_collection(_tf_internals.SAVED_MODEL_TRAIN_OP_KEY, spec.train_op)
+      signatures = savedmodel.supervised_signatures(mode, receiver, spec.predictions, loss,
+                                                    metrics)
+      return signatures, steps_lib.scaffold_of(spec)
+    return build
 
   export_savedmodel = export_saved_model
 

@@ -1,5 +1,7 @@
 """`tf.estimator.experimental`'s hooks: early stopping, in-memory evaluation, stopping
-non-chief trainers at a step; and `LinearSDCA`, the SDCA optimizer of the linear estimators."""
+non-chief trainers at a step; `LinearSDCA`, the SDCA optimizer of the linear estimators; and
+`build_raw_supervised_input_receiver_fn`, the receiver of a TRAIN or EVAL export."""
+from tpu_estimator.export import build_raw_supervised_input_receiver_fn
 from tpu_estimator.hooks.early_stopping import make_early_stopping_hook
 from tpu_estimator.hooks.early_stopping import make_stop_at_checkpoint_step_hook
 from tpu_estimator.hooks.early_stopping import read_eval_metrics
@@ -10,7 +12,8 @@ from tpu_estimator.hooks.early_stopping import stop_if_no_increase_hook
 from tpu_estimator.hooks.in_memory_eval import InMemoryEvaluatorHook
 
 __all__ = [
-    'InMemoryEvaluatorHook', 'LinearSDCA', 'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook',
+    'InMemoryEvaluatorHook', 'LinearSDCA', 'build_raw_supervised_input_receiver_fn',
+    'make_early_stopping_hook', 'make_stop_at_checkpoint_step_hook',
     'read_eval_metrics', 'stop_if_higher_hook', 'stop_if_lower_hook',
     'stop_if_no_decrease_hook', 'stop_if_no_increase_hook'
 ]

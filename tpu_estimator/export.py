@@ -1,7 +1,8 @@
-"""Serving input receivers and export outputs (`tf.estimator.export`): what a
+"""Input receivers and export outputs (`tf.estimator.export`): what a
 `serving_input_receiver_fn` returns, the receivers built from a feature spec or from raw tensors,
-and TensorFlow's own `PredictOutput`, `ClassificationOutput` and `RegressionOutput`.  The
-SavedModel itself is written by `core.savedmodel`."""
+the supervised receiver of a TRAIN or EVAL export (features and labels), and TensorFlow's own
+`PredictOutput`, `ClassificationOutput`, `RegressionOutput` and `EvalOutput`.  The SavedModel
+itself is written by `core.savedmodel`."""
 import collections
 
 import tensorflow as tf
@@ -15,6 +16,7 @@ ExportOutput = _tf_internals.export_output.ExportOutput
 PredictOutput = _tf_internals.export_output.PredictOutput
 ClassificationOutput = _tf_internals.export_output.ClassificationOutput
 RegressionOutput = _tf_internals.export_output.RegressionOutput
+EvalOutput = _tf_internals.export_output.EvalOutput
 
 _SINGLE_FEATURE_KEY = 'feature'
 _SINGLE_RECEIVER_KEY = 'input'
@@ -88,18 +90,67 @@ def build_parsing_serving_input_receiver_fn(feature_spec, default_batch_size=Non
   return serving_input_receiver_fn
 
 
+class SupervisedInputReceiver(
+    collections.namedtuple('SupervisedInputReceiver', ['features', 'labels',
+                                                       'receiver_tensors'])):
+  """What the input receiver fn of a TRAIN or EVAL export returns
+  (`Estimator.experimental_export_all_saved_models`): the features and labels `model_fn` gets,
+  each a Tensor or a dict of them, kept as given, and the tensors a caller feeds."""
+
+  def __new__(cls, features, labels, receiver_tensors):
+    _as_tensor_dict('features', features, _SINGLE_FEATURE_KEY)
+    _as_tensor_dict('labels', labels, _SINGLE_LABEL_KEY)
+    return super().__new__(cls, features, labels,
+                           _as_tensor_dict('receiver_tensors', receiver_tensors,
+                                           _SINGLE_RECEIVER_KEY))
+
+
+# A receiver without labels, as the original's export_lib named it.
+UnsupervisedInputReceiver = ServingInputReceiver
+
+
+def _placeholders(value, default_batch_size, single_key):
+  """(what model_fn gets, {receiver key: placeholder}): a placeholder shaped like each tensor
+  of `value` (a dict of Tensors, or one, keyed `single_key`), its batch `default_batch_size`."""
+  def placeholder(name, tensor):
+    shape = [default_batch_size] + tensor.shape.as_list()[1:]
+    return _v1.placeholder(dtype=tensor.dtype, shape=shape, name=name)
+
+  if isinstance(value, dict):
+    receivers = {key: placeholder(key, tensor) for key, tensor in value.items()}
+    return dict(receivers), receivers
+  tensor = placeholder(single_key, value)
+  return tensor, {single_key: tensor}
+
+
 def build_raw_serving_input_receiver_fn(features, default_batch_size=None):
   """A receiver fn feeding raw tensors shaped like `features` (a dict of Tensors, or one)."""
 
   def serving_input_receiver_fn():
-    def placeholder(name, tensor):
-      shape = [default_batch_size] + tensor.shape.as_list()[1:]
-      return _v1.placeholder(dtype=tensor.dtype, shape=shape, name=name)
-
+    model_features, receivers = _placeholders(features, default_batch_size,
+                                              _SINGLE_FEATURE_KEY)
     if isinstance(features, dict):
-      receivers = {k: placeholder(k, t) for k, t in features.items()}
-      return ServingInputReceiver(receivers, dict(receivers))
-    tensor = placeholder(_SINGLE_FEATURE_KEY, features)
-    return TensorServingInputReceiver(tensor, {_SINGLE_FEATURE_KEY: tensor})
+      return ServingInputReceiver(model_features, receivers)
+    return TensorServingInputReceiver(model_features, receivers)
 
   return serving_input_receiver_fn
+
+
+def build_raw_supervised_input_receiver_fn(features, labels, default_batch_size=None):
+  """A receiver fn for a TRAIN or EVAL export feeding raw features and labels shaped like
+  `features` and `labels` (each a dict of Tensors, or one: fed as 'input' and 'label')."""
+  shared = sorted(set(_as_tensor_dict('features', features, _SINGLE_RECEIVER_KEY)) &
+                  set(_as_tensor_dict('labels', labels, _SINGLE_LABEL_KEY)))
+  if shared:
+    raise errors.value_error('Features and labels must have distinct keys: both are fed by '
+                             'name.', 'Rename the labels.', overlapping_keys=shared)
+
+  def supervised_input_receiver_fn():
+    model_features, feature_receivers = _placeholders(features, default_batch_size,
+                                                      _SINGLE_RECEIVER_KEY)
+    model_labels, label_receivers = _placeholders(labels, default_batch_size,
+                                                  _SINGLE_LABEL_KEY)
+    return SupervisedInputReceiver(model_features, model_labels,
+                                   dict(feature_receivers, **label_receivers))
+
+  return supervised_input_receiver_fn

@@ -341,7 +341,11 @@ def legacy_modules(base, estimator, export, tpu):
       base + '.exporter': pick_('Exporter', 'FinalExporter', 'LatestExporter', 'BestExporter'),
       base + '.export': dict(export),
       base + '.export.export': dict(export),
-      base + '.export.export_lib': dict(export),
+      base + '.export.export_lib': dict(
+          export, SupervisedInputReceiver=_export.SupervisedInputReceiver,
+          UnsupervisedInputReceiver=_export.UnsupervisedInputReceiver,
+          build_raw_supervised_input_receiver_fn=(
+              _export.build_raw_supervised_input_receiver_fn)),
       base + '.export.export_output': {n: export[n] for n in export if n.endswith('Output')},
       # tf_keras's `tf.keras.estimator.model_to_estimator` imports `keras_lib` (TF 1.x's
       # tf.keras imported the same function from `keras`).

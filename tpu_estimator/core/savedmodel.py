@@ -1,4 +1,4 @@
-"""Writing SavedModels: the receiver, the signatures, and `write_saved_model`, which builds each
+"""Writing SavedModels: the receivers, the signatures, and `write_saved_model`, which builds each
 requested MetaGraph in a fresh graph, restores the checkpoint, and writes the SavedModel into
 `temp-<timestamp>` next to its final place, renaming it only when complete: an export directory
 is either whole or absent.  The signature building is TensorFlow's own
@@ -13,10 +13,16 @@ from tpu_estimator.checkpoints import restoring
 from tpu_estimator.checkpoints import saving
 from tpu_estimator import errors
 from tpu_estimator.export import ServingInputReceiver
+from tpu_estimator.export import SupervisedInputReceiver
 from tpu_estimator.export import TensorServingInputReceiver
 from tpu_estimator import quiet
+from tpu_estimator.specs import ModeKeys
 
 _v1 = tf.compat.v1
+
+# The modes an export can hold, in the order their MetaGraphs are written (as the original:
+# the variables are saved with the first).
+EXPORT_MODES = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
 
 
 def call_receiver_fn(serving_input_receiver_fn):
@@ -31,6 +37,33 @@ def call_receiver_fn(serving_input_receiver_fn):
     raise errors.type_error('serving_input_receiver_fn must return a ServingInputReceiver or '
                             'TensorServingInputReceiver.', returned=receiver)
   return receiver
+
+
+def call_supervised_receiver_fn(input_receiver_fn, mode):
+  """The receiver of a TRAIN or EVAL export: a SupervisedInputReceiver (features and labels),
+  or a serving receiver, whose `model_fn` gets no labels."""
+  if not callable(input_receiver_fn):
+    raise errors.type_error('The input receiver fn of a %s export must be callable.' % mode,
+                            input_receiver_fn=input_receiver_fn)
+  receiver = input_receiver_fn()
+  if not isinstance(receiver, (SupervisedInputReceiver, ServingInputReceiver,
+                               TensorServingInputReceiver)):
+    raise errors.type_error(
+        'The input receiver fn of a %s export must return a SupervisedInputReceiver.' % mode,
+        'Build it with tf.estimator.experimental.build_raw_supervised_input_receiver_fn.',
+        returned=receiver)
+  return receiver
+
+
+def supervised_signatures(mode, receiver, predictions, loss, metrics):
+  """The one SignatureDef of a TRAIN or EVAL export ('train', 'eval'): the receiver's tensors
+  in; the loss, the predictions and each metric's value and update op out."""
+  outputs = _tf_internals.export_utils.export_outputs_for_mode(
+      mode, predictions=predictions, loss=loss, metrics=metrics)
+  with quiet.internal_calls():
+    return _tf_internals.export_utils.build_all_signature_defs(
+        receiver.receiver_tensors, outputs,
+        getattr(receiver, 'receiver_tensors_alternatives', None), serving_only=False)
 
 
 def export_outputs_of(spec):

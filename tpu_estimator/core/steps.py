@@ -349,13 +349,15 @@ def _accumulating_step(plan, replica_step, micro_batches, captured, whole):
 # ---------------------------------------------------------------------------------------------
 # Evaluation
 
-def _metric_ops_one_device(spec):
+def metric_ops_one_device(spec, mode=ModeKeys.EVAL):
+  """({name: (value, update_op)}, loss) of either spec type in `mode`, on one device: a
+  TPUEstimatorSpec's `metric_fn` called on its tensors."""
   if isinstance(spec, specs.TPUEstimatorSpec):
-    model_fn_lib.check_tpu_spec(spec, ModeKeys.EVAL)
+    model_fn_lib.check_tpu_spec(spec, mode)
     metrics = {}
     if spec.eval_metrics is not None:
       metrics = specs.call_metric_fn(*spec.eval_metrics)
-    loss = specs.check_loss(spec.loss, ModeKeys.EVAL)
+    loss = specs.check_loss(spec.loss, mode)
     return metrics, loss
   return dict(spec.eval_metric_ops), spec.loss
 
@@ -382,7 +384,7 @@ def build_eval(plan, model_fn, host_input, num_steps):
   if not plan.sharded:
     features, labels = host_input.next_batch()
     spec = _call(plan, model_fn, features, labels, ModeKeys.EVAL)
-    metrics, loss = _metric_ops_one_device(spec)
+    metrics, loss = metric_ops_one_device(spec)
     update, values = finish_metrics(metrics, _v1.metrics.mean(loss), eval_step, 1)
     return EvalStep(scaffold=scaffold_of(spec), hooks=[hooks_lib.StopAfterNEvalsHook(num_steps)],
                     spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,

@@ -155,6 +155,10 @@ class OneDevice:
     """(tags, params) of each MetaGraph `export_saved_model` writes."""
     return [([tf.saved_model.SERVING], copy.deepcopy(self.params))]
 
+  def supervised_export_params(self):
+    """`model_fn`'s params in the TRAIN or EVAL graph of an export (one, for the CPU)."""
+    return copy.deepcopy(self.params)
+
 
 class InputFnContext:
   """`params['context']` for a TPUEstimator `input_fn`: where this call's input goes.  A
@@ -279,6 +283,13 @@ class Sharded(OneDevice):
 
   def examples_per_step(self):
     return self.batch_sizes.get(ModeKeys.TRAIN)
+
+  def supervised_export_params(self):
+    """As the original: the TRAIN or EVAL graph of an export is the CPU's (params['use_tpu']
+    False, no batch size)."""
+    params = copy.deepcopy(self.params)
+    set_param(params, 'use_tpu', False)
+    return params
 
   def export_targets(self):
     """`[serve]` (params['use_tpu'] False) and `[serve, tpu]` (params['use_tpu'] True: the

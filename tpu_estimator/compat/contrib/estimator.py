@@ -7,7 +7,7 @@
 - `clip_gradients_by_norm(optimizer, clip_norm)`: the optimizer, with gradients clipped to a
   global norm of `clip_norm` before they are applied.
 - `export_all_saved_models` / `export_saved_model_for_mode`: the Estimator's
-  `experimental_export_all_saved_models` / `export_saved_model` (PREDICT is exported).
+  `experimental_export_all_saved_models` / `export_saved_model` (TRAIN, EVAL and PREDICT).
 - the head factories (`binary_classification_head`, `multi_class_head`, ...:
   `tpu_estimator.canned.heads`), the early-stopping hooks, `InMemoryEvaluatorHook`,
   `make_stop_at_checkpoint_step_hook`, `read_eval_metrics` (`tpu_estimator.experimental`).
@@ -140,7 +140,7 @@ def export_all_saved_models(estimator, export_dir_base, input_receiver_fn_map,
 def export_saved_model_for_mode(estimator, export_dir_base, input_receiver_fn,
                                 assets_extra=None, as_text=False, checkpoint_path=None,
                                 mode=_ModeKeys.PREDICT):
-  """`estimator.export_saved_model(...)` for `mode` (PREDICT)."""
+  """`estimator.export_saved_model(...)` for `mode` (TRAIN, EVAL or PREDICT)."""
   return estimator.export_saved_model(
       export_dir_base, input_receiver_fn, assets_extra=assets_extra, as_text=as_text,
       checkpoint_path=checkpoint_path, experimental_mode=mode)
