@@ -134,6 +134,32 @@ def test_train_and_eval_graphs_export_with_their_signatures(trained, tmp_path):
   assert _saved_tags(only_eval) == [['eval']]
 
 
+def test_raw_receivers_do_not_take_a_layer_scope_from_the_model(tmp_path):
+  """A raw receiver's placeholder for feature 'x' must not take the name 'x' from the model's
+  own scope 'x': its variables would be made as 'x_1/...' and not restore."""
+  x, y = h.make_data(32)
+
+  def model_fn(features, labels, mode, params):
+    with tf.name_scope('x'):  # (a Keras layer named 'x' makes its variables the same way)
+      weights = tf.Variable(tf.ones([h.NUM_FEATURES, h.NUM_CLASSES]) * 0.1, name='w')
+    logits = tf.matmul(features['x'], weights)
+    if mode == te.ModeKeys.PREDICT:
+      return te.EstimatorSpec(mode, predictions={'classes': tf.argmax(logits, 1)})
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    return te.EstimatorSpec(mode, loss=loss, train_op=v1.train.GradientDescentOptimizer(
+        0.1).minimize(loss, v1.train.get_global_step()))
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path / 'm'))
+  est.train(h.dataset_input_fn(x, y, batch_size=8), steps=2)
+  features = {'x': tf.zeros([1, h.NUM_FEATURES])}
+  path = est.experimental_export_all_saved_models(str(tmp_path / 'e'), {
+      te.ModeKeys.EVAL: te.experimental.build_raw_supervised_input_receiver_fn(
+          features, tf.zeros([1], tf.int64)),
+      te.ModeKeys.PREDICT: te.export.build_raw_serving_input_receiver_fn(features)}).decode()
+  assert _saved_tags(path) == [['eval'], ['serve']]
+
+
 def test_supervised_receiver_names_and_refusals():
   with tf.Graph().as_default():
     receiver = te.experimental.build_raw_supervised_input_receiver_fn(

@@ -136,6 +136,19 @@ def test_predictions_keyed_by_output_names_and_exported(trained, tmp_path):
   assert sorted(served) == ['cls', 'reg']
   np.testing.assert_allclose(served['cls'].numpy(), np.stack([p['cls'] for p in p1[:4]]),
                              rtol=1e-5, atol=1e-6)
+  # TRAIN and EVAL graphs carry the compiled metrics in their signatures, as the original's.
+  receiver = te.experimental.build_raw_supervised_input_receiver_fn(
+      {'a': tf.zeros([1, 3]), 'b': tf.zeros([1, 1])},
+      {'cls': tf.zeros([1], tf.int64), 'reg': tf.zeros([1, 1])})
+  for est in (one, two):
+    path = est.experimental_export_all_saved_models(
+        str(tmp_path / 'supervised'), {te.ModeKeys.TRAIN: receiver, te.ModeKeys.EVAL: receiver})
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+      for tag in ('train', 'eval'):
+        signature = tf.compat.v1.saved_model.load(session, [tag], path).signature_def[tag]
+        assert sorted(signature.inputs) == ['a', 'b', 'cls', 'reg']
+        assert {'loss', 'metrics/cls_accuracy/value', 'metrics/reg_mae/value'} <= set(
+            signature.outputs), (tag, sorted(signature.outputs))
 
 
 @pytest.mark.parametrize('optimizer, expected', [

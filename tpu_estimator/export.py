@@ -111,15 +111,18 @@ UnsupervisedInputReceiver = ServingInputReceiver
 
 def _placeholders(value, default_batch_size, single_key):
   """(what model_fn gets, {receiver key: placeholder}): a placeholder shaped like each tensor
-  of `value` (a dict of Tensors, or one, keyed `single_key`), its batch `default_batch_size`."""
-  def placeholder(name, tensor):
+  of `value` (a dict of Tensors, or one, keyed `single_key`), its batch `default_batch_size`.
+  The placeholders take TensorFlow's default names, as the original's: one named after its key
+  would take that name from a layer of the same name, whose variables would then be made
+  under another scope ('cls_1/bias') and not restore from the checkpoint."""
+  def placeholder(tensor):
     shape = [default_batch_size] + tensor.shape.as_list()[1:]
-    return _v1.placeholder(dtype=tensor.dtype, shape=shape, name=name)
+    return _v1.placeholder(dtype=tensor.dtype, shape=shape)
 
   if isinstance(value, dict):
-    receivers = {key: placeholder(key, tensor) for key, tensor in value.items()}
+    receivers = {key: placeholder(tensor) for key, tensor in value.items()}
     return dict(receivers), receivers
-  tensor = placeholder(single_key, value)
+  tensor = placeholder(value)
   return tensor, {single_key: tensor}
 
 

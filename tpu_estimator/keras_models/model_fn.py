@@ -144,8 +144,10 @@ def _model_spec(source, features, labels, mode):
 
 
 def _metrics(source, mode, losses, targets, outputs, weights):
-  """One device: the metric ops; sharded: an `eval_metrics` pair over every shard's rows."""
-  if mode != ModeKeys.EVAL:
+  """One device: the metric ops; sharded: an `eval_metrics` pair over every shard's rows.  In
+  TRAIN mode too, as the original (training never runs them; a TRAIN export's signature holds
+  them)."""
+  if mode == ModeKeys.PREDICT:
     return None
   if not source.sharded:
     return metric_ops(source, losses, targets, outputs, weights)
