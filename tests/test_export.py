@@ -160,6 +160,28 @@ def test_raw_receivers_do_not_take_a_layer_scope_from_the_model(tmp_path):
   assert _saved_tags(path) == [['eval'], ['serve']]
 
 
+def test_tf1_export_savedmodel_takes_strip_default_attrs(trained, tmp_path):
+  """TF 1.x's `export_savedmodel` had `strip_default_attrs` (default False) where
+  `export_saved_model` has `experimental_mode`: TF 1.x programs pass it (by name or sixth)."""
+  est = trained[0]
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  def matmul_attrs(path):
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, b'saved_model.pb'), 'rb') as f:
+      proto.ParseFromString(f.read())
+    return {key for node in proto.meta_graphs[0].graph_def.node if node.op == 'MatMul'
+            for key in node.attr}
+
+  kept = est.export_savedmodel(str(tmp_path / 'kept'), _raw_receiver())
+  stripped = est.export_savedmodel(str(tmp_path / 'stripped'), _raw_receiver(), None, False,
+                                   None, True)
+  assert 'transpose_a' in matmul_attrs(kept)  # False, its default: kept unless stripped
+  assert 'transpose_a' not in matmul_attrs(stripped)
+  assert 'transpose_a' not in matmul_attrs(est.export_saved_model(str(tmp_path / 'v2'),
+                                                                  _raw_receiver()))
+
+
 def test_supervised_receiver_names_and_refusals():
   with tf.Graph().as_default():
     receiver = te.experimental.build_raw_supervised_input_receiver_fn(

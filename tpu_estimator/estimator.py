@@ -685,10 +685,7 @@ class Estimator:
       raise errors.value_error('`experimental_mode` must be a ModeKeys value.',
                                experimental_mode=experimental_mode,
                                allowed=list(savedmodel.EXPORT_MODES))
-    if serving_input_receiver_fn is None or not callable(serving_input_receiver_fn):
-      raise errors.type_error('`serving_input_receiver_fn` must be a callable returning a '
-                              'ServingInputReceiver.',
-                              serving_input_receiver_fn=serving_input_receiver_fn)
+    _check_receiver_fn(serving_input_receiver_fn)
     return self._export_modes(export_dir_base, {experimental_mode: serving_input_receiver_fn},
                               assets_extra, as_text, checkpoint_path)
 
@@ -714,7 +711,7 @@ class Estimator:
                               checkpoint_path)
 
   def _export_modes(self, export_dir_base, receiver_fns, assets_extra, as_text,
-                    checkpoint_path):
+                    checkpoint_path, strip_default_attrs=True):
     if not isinstance(export_dir_base, (str, bytes, os.PathLike)):
       raise errors.type_error('`export_dir_base` must be a path.',
                               export_dir_base=export_dir_base)
@@ -736,10 +733,19 @@ class Estimator:
       return savedmodel.write_saved_model(
           os.fspath(export_dir_base), snapshot, metagraphs, assets_extra=assets_extra,
           as_text=as_text, session_config=self._config.session_config,
-          reported_checkpoint=checkpoint)
+          reported_checkpoint=checkpoint, strip_default_attrs=strip_default_attrs)
 
     return pinning.with_latest_pinned(self._model_dir, checkpoint, bool(checkpoint_path),
                                       'export', write)
+
+  def export_savedmodel(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
+                        as_text=False, checkpoint_path=None, strip_default_attrs=False):
+    """TF 1.x's name for `export_saved_model`, with its own last argument: node attributes
+    at their default values are kept unless `strip_default_attrs` (TF 1.x's default)."""
+    _check_receiver_fn(serving_input_receiver_fn)
+    return self._export_modes(export_dir_base, {ModeKeys.PREDICT: serving_input_receiver_fn},
+                              assets_extra, as_text, checkpoint_path,
+                              strip_default_attrs=bool(strip_default_attrs))
 
   def _export_graph_start(self):
     if self._config.tf_random_seed is not None:
@@ -780,7 +786,13 @@ class Estimator:
       return signatures, steps_lib.scaffold_of(spec)
     return build
 
-  export_savedmodel = export_saved_model
+
+
+def _check_receiver_fn(serving_input_receiver_fn):
+  if serving_input_receiver_fn is None or not callable(serving_input_receiver_fn):
+    raise errors.type_error('`serving_input_receiver_fn` must be a callable returning a '
+                            'ServingInputReceiver.',
+                            serving_input_receiver_fn=serving_input_receiver_fn)
 
 
 def _steps_of(plan):

@@ -93,12 +93,14 @@ def signature_defs(receiver, export_outputs):
 
 
 def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra=None,
-                      as_text=False, session_config=None, reported_checkpoint=None):
+                      as_text=False, session_config=None, reported_checkpoint=None,
+                      strip_default_attrs=True):
   """Writes a timestamped SavedModel atomically and returns its path (bytes, as the original).
 
   `metagraphs`: (tags, build) pairs; `build()` is called in a fresh graph and returns
   (signature_def_map, scaffold).  `reported_checkpoint`: the checkpoint errors name when
-  `checkpoint_path` is a pinned snapshot of it.
+  `checkpoint_path` is a pinned snapshot of it.  `strip_default_attrs`: node attributes at
+  their default values left out (older TensorFlows can then read the graph).
   """
   if not metagraphs:
     raise ValueError('Nothing to export: one of export_to_cpu and export_to_tpu must be true.')
@@ -122,7 +124,7 @@ def write_saved_model(export_dir_base, checkpoint_path, metagraphs, assets_extra
           with restoring.restore_errors(checkpoint_path, reported_checkpoint):
             saver.restore(session, checkpoint_path)
           kwargs = dict(signature_def_map=signatures, main_op=local_init, saver=saver,
-                        strip_default_attrs=True,
+                        strip_default_attrs=strip_default_attrs,
                         assets_collection=_v1.get_collection(_v1.GraphKeys.ASSET_FILEPATHS))
           if index == 0:
             builder.add_meta_graph_and_variables(session, tags, **kwargs)
