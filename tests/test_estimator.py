@@ -137,6 +137,10 @@ def test_evaluate_steps_and_named_eval_dir(tmp_path, data):
   one = est.evaluate(h.dataset_input_fn(x, y), steps=1, name='first')
   np.testing.assert_allclose(one['mean_label'], y[:16].mean(), rtol=1e-6)
   assert glob.glob(str(tmp_path / 'eval_first' / 'events.out.tfevents.*'))
+  # where a program reads them back (the original's Estimator.eval_dir)
+  assert est.eval_dir('first') == str(tmp_path / 'eval_first')
+  assert est.eval_dir() == str(tmp_path / 'eval')
+  assert 'mean_label' in te.experimental.read_eval_metrics(est.eval_dir('first'))[2]
 
 
 def test_evaluate_without_checkpoint_raises_and_writes_nothing(tmp_path, data):

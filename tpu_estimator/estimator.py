@@ -96,6 +96,11 @@ class Estimator:
   def latest_checkpoint(self):
     return restoring.latest_checkpoint(self._model_dir)
 
+  def eval_dir(self, name=None):
+    """Where `evaluate(name=name)` writes its summaries: `<model_dir>/eval`, or
+    `<model_dir>/eval_<name>`."""
+    return os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
+
   def get_variable_names(self):
     return restoring.variable_names(self._model_dir)
 
@@ -515,8 +520,7 @@ class Estimator:
             self._compiled_run(session, parts.fetches, parts.compiled)
         results = final.final_ops_values
         kept = not watch.built
-        eval_dir = os.path.join(self._model_dir, 'eval' if not name else 'eval_' + name)
-        _write_eval_summary(eval_dir, results, checkpoint)
+        _write_eval_summary(self.eval_dir(name), results, checkpoint)
     finally:
       self._keep_or_close(entry, kept)
     _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],

@@ -62,7 +62,7 @@ def _eval_dir_of(estimator, eval_dir):
     return eval_dir
   if hasattr(estimator, 'eval_dir'):
     return estimator.eval_dir()
-  return os.path.join(estimator.model_dir, 'eval')
+  return os.path.join(estimator.model_dir, 'eval')  # an estimator-like object of the user's
 
 
 def _metric(metrics, metric_name, step, eval_dir):
