@@ -56,6 +56,17 @@ def test_binary_head_loss_is_weighted_and_reduced(reduction, expected):
   np.testing.assert_allclose(loss, expected(_binary_losses()), rtol=1e-5)
 
 
+def test_binary_head_takes_bool_labels_as_the_original():
+  """tensorflow/models' census program labels with `tf.equal(labels, '>50K')`: the original's
+  binary heads cast bool labels; a multi-class head refuses them."""
+  head = canned.BinaryClassHead()
+  as_bool = _run_graph(lambda: head.loss(tf.constant(LABELS.astype(bool)), tf.constant(LOGITS)))
+  np.testing.assert_allclose(as_bool, np.mean(_binary_losses()), rtol=1e-5)
+  with pytest.raises(ValueError, match="labels_dtype='bool'"):
+    _run_graph(lambda: canned.MultiClassHead(3).loss(tf.constant(LABELS.astype(bool)),
+                                                     tf.constant(np.zeros([4, 3], np.float32))))
+
+
 def test_binary_head_predictions():
   head = canned.BinaryClassHead(label_vocabulary=['no', 'yes'])
   got = _run_graph(lambda: head.predictions(tf.constant(LOGITS)))

@@ -57,7 +57,11 @@ class _ClassHead(head_base.Head):
       check = tf.debugging.assert_non_negative(
           ids, message='Labels must be in the label_vocabulary %s.' % self._label_vocabulary)
     else:
-      if labels.dtype == tf.string or not (labels.dtype.is_integer or labels.dtype.is_floating):
+      # Two classes take bool labels too, as the original's binary heads (which cast their
+      # labels): tensorflow/models' census program gives `tf.equal(labels, '>50K')`.
+      boolean = labels.dtype == tf.bool and self._n_classes == 2
+      if labels.dtype == tf.string or not (labels.dtype.is_integer or labels.dtype.is_floating
+                                           or boolean):
         raise errors.value_error('Labels must be integer class ids (or strings with '
                                  'label_vocabulary).', labels_dtype=labels.dtype.name)
       ids = tf.cast(labels, tf.int64)
