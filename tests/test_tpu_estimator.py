@@ -266,7 +266,11 @@ def test_sharding_invariance_of_trained_weights(tmp_path, cross_shard):
   assert not np.allclose(reference[1], 0.0, atol=1e-3)
 
 
-def test_cross_shard_optimizer_sum_reduction_scales_update(tmp_path):
+@pytest.mark.parametrize('summed_loss_call', [False, True])
+def test_cross_shard_optimizer_sum_reduction_scales_update(tmp_path, summed_loss_call):
+  """MEAN: the shards' mean, one device's update on the global batch; SUM: the shards' sum.
+  Also where model_fn's last tf.compat.v1.losses call summed before it normalized the sum
+  (tensorflow/tpu's RetinaNet): TensorFlow's own loss scaling reads that call's reduction."""
   x, y = h.make_data(64)
 
   def model_fn(reduction):
@@ -276,15 +280,25 @@ def test_cross_shard_optimizer_sum_reduction_scales_update(tmp_path):
       spec = base(features, labels, mode, params)
       if mode != te.ModeKeys.TRAIN:
         return spec
+      loss = spec.loss
+      if summed_loss_call:  # the same mean, through a summing tf.compat.v1.losses call
+        with v1.variable_scope(v1.get_variable_scope(), reuse=True):
+          logits = h._logits(features)
+        per_example = v1.losses.sparse_softmax_cross_entropy(
+            labels, logits, reduction=v1.losses.Reduction.SUM)
+        loss = per_example / tf.cast(tf.shape(labels)[0], tf.float32)
       opt = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.1), reduction=reduction)
-      return spec._replace(train_op=opt.minimize(spec.loss, v1.train.get_global_step()))
+      return spec._replace(loss=loss, train_op=opt.minimize(loss, v1.train.get_global_step()))
     return fn
 
   deltas = {}
-  for name, reduction in (('mean', v1.losses.Reduction.MEAN), ('sum', v1.losses.Reduction.SUM)):
-    est = _tpu_est(tmp_path / name, 2, model_fn(reduction))
+  for name, shards, reduction in (('one', 1, v1.losses.Reduction.MEAN),
+                                  ('mean', 2, v1.losses.Reduction.MEAN),
+                                  ('sum', 2, v1.losses.Reduction.SUM)):
+    est = _tpu_est(tmp_path / name, shards, model_fn(reduction))
     est.train(h.dataset_input_fn(x, y), steps=1)
     deltas[name] = est.get_variable_value('dense/bias')
+  np.testing.assert_allclose(deltas['mean'], deltas['one'], rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(deltas['sum'], 2 * deltas['mean'], rtol=1e-5)
 
 

@@ -299,6 +299,22 @@ def estimator_loss_scaling(strategy):
   return strategy._scale_loss_for_estimator_enabled()
 
 
+@contextlib.contextmanager
+def loss_taken_as_mean():
+  """While a v1 optimizer computes gradients in the current graph: under a strategy's estimator
+  loss scaling, the loss is scaled by 1/replicas whatever the graph's last
+  `tf.compat.v1.losses` call reduced by.  TensorFlow decides from that call (the graph's
+  `_last_loss_reduction`) and skips the scaling after one that summed, even where model_fn
+  then normalized the sum (tensorflow/tpu's RetinaNet: `huber_loss(reduction=SUM)`)."""
+  graph = _v1.get_default_graph()
+  saved = getattr(graph, '_last_loss_reduction', None)
+  graph._last_loss_reduction = _v1.losses.Reduction.MEAN
+  try:
+    yield
+  finally:
+    graph._last_loss_reduction = saved
+
+
 # --- Session runs -----------------------------------------------------------------------
 
 

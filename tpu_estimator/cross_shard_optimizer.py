@@ -1,8 +1,9 @@
 """`CrossShardOptimizer`: averages (or sums) gradients over shards under every replication.
 
 TensorFlow core's version calls a TPU-only op.  Here the replicas' strategy already aggregates
-v1-optimizer gradients to the mean over shards (the loss is scaled by 1/replicas), so with
-`reduction=MEAN` this wrapper only delegates; with `reduction=SUM` it scales the loss back up so
+v1-optimizer gradients to the mean over shards (the loss is scaled by 1/replicas, also where
+model_fn's last `tf.compat.v1.losses` call summed, which would make TensorFlow skip the
+scaling), so with `reduction=MEAN` this wrapper only delegates; with `reduction=SUM` it scales the loss back up so
 the update uses the sum of the shards' gradients, as the original did.  An inner optimizer
 with its own `apply_gradients` (BERT's AdamWeightDecayOptimizer, SimCLR's LARS) gets the
 shards' summed gradients and updates once for all of them (updates/shard_sum.py), as every
@@ -10,6 +11,7 @@ core of a TPU made the same update.
 """
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 from tpu_estimator.distribute import replication
 from tpu_estimator.updates import shard_sum
@@ -47,7 +49,10 @@ class CrossShardOptimizer(wrapping.Wrapping):
     if self._reduction == _SUM:
       scale = float(_num_replicas())
       loss = loss * scale if not callable(loss) else (lambda: loss() * scale)
-    return self._opt.compute_gradients(loss, var_list=var_list, **kwargs)
+    # The shards' mean as the original's, whatever model_fn's tf.compat.v1.losses calls
+    # reduced by (TensorFlow's own scaling reads the last one's).
+    with _tf_internals.loss_taken_as_mean():
+      return self._opt.compute_gradients(loss, var_list=var_list, **kwargs)
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
     if replication.in_one_of_several_replicas() and shard_sum.has_own_apply(self._opt):
