@@ -33,6 +33,36 @@ def _input_fn(labels, repeat=True, batch=8):
   return input_fn
 
 
+class _Fetch(tf.compat.v1.train.SessionRunHook):
+  """Fetches graph tensors by name at every step, as a LoggingTensorHook given names does."""
+
+  def __init__(self, names):
+    self.names, self.values = names, []
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs({name: name + ':0' for name in self.names})
+
+  def after_run(self, run_context, run_values):
+    self.values.append(run_values.results)
+
+
+@pytest.mark.parametrize('make,labels,expected', [
+    (lambda d: v1.LinearClassifier([X], model_dir=d, config=CONFIG), BINARY,
+     {'linear/head/truediv': np.log(2.), 'linear/head/weighted_loss/Sum': 8 * np.log(2.)}),
+    (lambda d: v1.LinearRegressor([X], model_dir=d, config=CONFIG,
+                                  loss_reduction=_v1.losses.Reduction.SUM_OVER_BATCH_SIZE),
+     VALUE, {'linear/head/weighted_loss/value': np.mean(VALUE[:8] ** 2)}),
+])
+def test_head_tensors_have_the_names_tf1_programs_log(tmp_path, make, labels, expected):
+  """tensorflow/models' census and movielens programs log the v1 heads' average and training
+  loss by tensor name ('linear/head/truediv', 'dnn/head/weighted_loss/value'); the values at
+  the first step (the linear model starts at zero) are the original's."""
+  hook = _Fetch(sorted(expected))
+  make(str(tmp_path)).train(_input_fn(labels), steps=2, hooks=[hook])
+  for name, value in expected.items():
+    np.testing.assert_allclose(hook.values[0][name], value, rtol=1e-5, err_msg=name)
+
+
 def test_dnn_classifier_sums_the_loss_and_names_slots_as_the_original(tmp_path):
   est = v1.DNNClassifier([4], [X, fc.embedding_column(COLOR, 2)], model_dir=str(tmp_path),
                          config=CONFIG)

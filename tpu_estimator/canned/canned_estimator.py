@@ -7,6 +7,7 @@ optimizer updates only the variables of its scope.  The first part's optimizer a
 global step (`iterations` = global step, as the original), the others keep their own counter.
 """
 import collections
+import contextlib
 import warnings
 import weakref
 
@@ -79,14 +80,15 @@ def _model_fn(head, parts, trainer):
         by_name = {v.name: v for v in _v1.trainable_variables()}
         owned.append([by_name[name] for name in names[index]])
     total = logits[0] if len(logits) == 1 else tf.add_n(logits)
-    if mode != ModeKeys.TRAIN:
-      return head.create_estimator_spec(features, mode, total, labels)
 
     def train_op_fn(loss):
       return trainer.train_op(parts, owned, loss, head)
 
-    return head.create_estimator_spec(features, mode, total, labels, train_op_fn=train_op_fn,
-                                      update_ops=update_ops)
+    with trainer.head_scope(parts):
+      if mode != ModeKeys.TRAIN:
+        return head.create_estimator_spec(features, mode, total, labels)
+      return head.create_estimator_spec(features, mode, total, labels, train_op_fn=train_op_fn,
+                                        update_ops=update_ops)
   return model_fn
 
 
@@ -94,6 +96,11 @@ class Trainer(object):
   """How the parts' optimizers are made and applied: `tf.estimator` semantics (Keras
   optimizers, the first part's counting the global step).  `v1.V1Trainer` has the
   `tf.compat.v1.estimator` ones."""
+
+  def head_scope(self, parts):
+    """The name scope the head's spec is made in (none here: the head's own)."""
+    del parts
+    return contextlib.nullcontext()
 
   def check(self, part):
     """Fails at construction on a bad optimizer (a callable is called in each graph)."""

@@ -87,6 +87,9 @@ class Head:
   logits_dimension = property(lambda self: self._logits_dimension)
   loss_reduction = property(lambda self: self._loss_reduction)
   optimizer_scope = 'training'  # the name scope of the optimizer's variables (checkpoint names)
+  # A tf.compat.v1.losses.Reduction where the head stands for a v1 one (canned.v1): its loss
+  # is then reduced with the v1 heads' own ops, whose names TF 1.x programs log.
+  v1_reduction = None
 
   # --- subclass hooks -----------------------------------------------------------------------
   def _labels(self, labels):
@@ -145,6 +148,9 @@ class Head:
     return labels
 
   def _reduce(self, unweighted_loss, weights):
+    if self.v1_reduction is not None:  # `<model>/head/weighted_loss/Sum` (or `/value`)
+      return _v1.losses.compute_weighted_loss(unweighted_loss, weights,
+                                              reduction=self.v1_reduction)
     weighted = unweighted_loss * weights
     total = tf.reduce_sum(weighted)
     if self._loss_reduction == SUM:
@@ -204,9 +210,12 @@ class Head:
               mean_pair(regularization, None)
         return EstimatorSpec(mode, predictions=predictions, loss=total,
                              eval_metric_ops=metrics)
+      # In the head's scope, as the original's: `<model>/head/truediv`, which TF 1.x programs
+      # log as the average loss.
+      average_loss = tf.reduce_sum(unweighted * weights) / tf.reduce_sum(weights)
     train_op = self._train_op(total, optimizer, trainable_variables, train_op_fn, update_ops)
-    _v1.summary.scalar(self.metric_key(keys.MetricKeys.LOSS_MEAN),
-                       tf.reduce_sum(unweighted * weights) / tf.reduce_sum(weights))
+    with _v1.get_default_graph().name_scope(''):  # tagged `average_loss`, whatever the scope
+      _v1.summary.scalar(self.metric_key(keys.MetricKeys.LOSS_MEAN), average_loss)
     return EstimatorSpec(mode, predictions=predictions, loss=total, train_op=train_op)
 
   @staticmethod

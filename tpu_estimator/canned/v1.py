@@ -85,6 +85,13 @@ class V1Trainer(canned_estimator.Trainer):
     if not callable(part.optimizer) or isinstance(part.optimizer, _v1.train.Optimizer):
       get_optimizer(part.optimizer, part.learning_rate, part.argument)
 
+  def head_scope(self, parts):
+    """A lone part's head runs in the part's name scope, as the original's (its ops are
+    `linear/head/...`, `dnn/head/...`)."""
+    if self._in_scope:
+      return tf.name_scope('%s/' % parts[0].scope)
+    return super().head_scope(parts)
+
   def train_op(self, parts, owned, loss, head):
     # The original's v1 head applied the optimizer in its name scope (`head`, or the head's
     # name) inside the model's: optimizer variables that are not slots (Adam's
@@ -128,6 +135,15 @@ class BinaryClassHead(classification_heads.BinaryClassHead):
     return result
 
 
+def with_v1_loss(head, loss_reduction):
+  """`head`, its loss reduced as the v1 heads did (`tf.compat.v1.losses.compute_weighted_loss`
+  by `loss_reduction`), in ops of their names: tensorflow/models' census and movielens
+  programs log `linear/head/weighted_loss/Sum` and `dnn/head/weighted_loss/value`."""
+  loss_reduction_of(loss_reduction)
+  head.v1_reduction = loss_reduction
+  return head
+
+
 def classification_head(n_classes, weight_column, label_vocabulary, loss_reduction):
   reduction = loss_reduction_of(loss_reduction)
   head = classification_heads.classification_head(n_classes, weight_column, label_vocabulary,
@@ -135,12 +151,13 @@ def classification_head(n_classes, weight_column, label_vocabulary, loss_reducti
   if isinstance(head, classification_heads.BinaryClassHead):
     head = BinaryClassHead(weight_column=weight_column, label_vocabulary=label_vocabulary,
                            loss_reduction=reduction)
-  return head
+  return with_v1_loss(head, loss_reduction)
 
 
 def _regression_head(label_dimension, weight_column, loss_reduction):
-  return regression_heads.RegressionHead(label_dimension, weight_column,
-                                         loss_reduction_of(loss_reduction))
+  return with_v1_loss(regression_heads.RegressionHead(label_dimension, weight_column,
+                                                      loss_reduction_of(loss_reduction)),
+                      loss_reduction)
 
 
 class _DNN(canned_estimator.CannedEstimator):

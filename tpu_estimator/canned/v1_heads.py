@@ -18,25 +18,26 @@ def binary_head(weight_column=None, thresholds=None, label_vocabulary=None, loss
                 loss_fn=None, name=None):
   """Two classes from one logit, sigmoid cross-entropy (the original's
   `_binary_logistic_head_with_sigmoid_cross_entropy_loss`)."""
-  return v1.BinaryClassHead(weight_column, thresholds, label_vocabulary,
-                            v1.loss_reduction_of(loss_reduction), loss_fn, name)
+  return v1.with_v1_loss(v1.BinaryClassHead(weight_column, thresholds, label_vocabulary,
+                                            v1.loss_reduction_of(loss_reduction), loss_fn,
+                                            name), loss_reduction)
 
 
 def multi_class_head(n_classes, weight_column=None, label_vocabulary=None, loss_reduction=SUM,
                      loss_fn=None, name=None):
   """`n_classes` (> 2) classes, softmax cross-entropy (the original's
   `_multi_class_head_with_softmax_cross_entropy_loss`)."""
-  return classification_heads.MultiClassHead(n_classes, weight_column, label_vocabulary,
-                                             v1.loss_reduction_of(loss_reduction), loss_fn,
-                                             name)
+  return v1.with_v1_loss(classification_heads.MultiClassHead(
+      n_classes, weight_column, label_vocabulary, v1.loss_reduction_of(loss_reduction),
+      loss_fn, name), loss_reduction)
 
 
 def regression_head(weight_column=None, label_dimension=1, loss_reduction=SUM, loss_fn=None,
                     inverse_link_fn=None, name=None):
   """`label_dimension` real values, mean squared error (the original's `_regression_head`)."""
-  return regression_heads.RegressionHead(label_dimension, weight_column,
-                                         v1.loss_reduction_of(loss_reduction), loss_fn,
-                                         inverse_link_fn, name)
+  return v1.with_v1_loss(regression_heads.RegressionHead(
+      label_dimension, weight_column, v1.loss_reduction_of(loss_reduction), loss_fn,
+      inverse_link_fn, name), loss_reduction)
 
 
 def binary_or_multi_class_head(n_classes, weight_column, label_vocabulary, loss_reduction):
