@@ -210,6 +210,15 @@ check('third_party/tensorflow_hub', 'import tensorflow_hub as hub\n'
       'ok = callable(hub.KerasLayer) and callable(hub.load)')
 if BLOCKED:
   check('third_party/pkg_resources after tensorflow_hub', 'import pkg_resources')
+# TF 2.0's eager profiler (gone in TensorFlow 2.21): tensorflow/models' keras_utils imports it.
+check('third_party/eager profiler',
+      'import os, tempfile\n'
+      'from tensorflow.python.eager import profiler\n'
+      'logdir = tempfile.mkdtemp()\n'
+      'profiler.start()\n'
+      'trace = profiler.stop()\n'
+      'profiler.save(logdir, trace)\n'
+      'ok = any(names for root, _, names in os.walk(logdir) if "plugins/profile" in root)')
 
 with open(sys.argv[1], 'w') as f:
   json.dump(report, f, indent=1, sort_keys=True)

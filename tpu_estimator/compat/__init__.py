@@ -16,6 +16,8 @@ a program that never calls `install()` sees TensorFlow exactly as shipped.
   `compat.python_keras`);
 - `import tensorflow_hub` where setuptools no longer ships `pkg_resources` (see
   `compat.hub_import`);
+- `tensorflow.python.eager.profiler` (TF 2.0's eager profiler API) where TensorFlow dropped it
+  (see `compat.eager_profiler`);
 and registers in `sys.modules` the import paths legacy code used: `tensorflow.estimator[.*]`,
 `tensorflow.compat.v1.estimator[.*]`, `tensorflow.compat.v2.estimator[.*]`,
 `tensorflow_estimator[.*]`, TF 1.x's `tensorflow.python.estimator.*`, `tensorflow.contrib[.*]`,
@@ -26,12 +28,14 @@ The parts, each in its module: `namespaces` (the estimator namespace tables and 
 import machinery), `contrib` (tf.contrib), `tf1` (the --tf1 mode and the hint that points TF 1.x
 programs to it), `legacy_keras` (tf.compat.v1.layers on tf_keras), `cluster_resolver` (the
 local-machine TPUClusterResolver), `python_keras` (tensorflow.python.keras), `hub_import`
-(tensorflow_hub without pkg_resources), `tf_modules` (TensorFlow's module objects).  Names the
+(tensorflow_hub without pkg_resources), `eager_profiler` (TF 2.0's eager profiler API),
+`tf_modules` (TensorFlow's module objects).  Names the
 original had but this package does not provide raise an error saying so and what to use
 instead.
 """
 from tpu_estimator.compat import cluster_resolver as _cluster_resolver
 from tpu_estimator.compat import contrib as _contrib
+from tpu_estimator.compat import eager_profiler as _eager_profiler
 from tpu_estimator.compat import hub_import as _hub_import
 from tpu_estimator.compat.legacy_keras import legacy_keras_available
 from tpu_estimator.compat.legacy_keras import use_legacy_keras
@@ -70,6 +74,7 @@ def install(tf1=False):
   _cluster_resolver.install(v2_modules + v1_modules)
   _python_keras.install()
   _hub_import.install()
+  _eager_profiler.install()
   contrib = _contrib.install(v2_modules, v1_modules)  # imports TensorFlow 2: before the switch
   if tf1:
     _tf1.install_tf1(contrib, _namespaces.build()['_v1'])
