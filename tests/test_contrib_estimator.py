@@ -85,6 +85,12 @@ def test_forward_features_to_predictions_and_serving_signature():
   assert sorted(signature.structured_outputs) == ['id', 'y']
 
 
+def test_boosted_trees_names_say_why_they_are_missing():
+  from tpu_estimator.compat import contrib  # pylint: disable=import-outside-toplevel
+  text = contrib._name_message('estimator')(None, 'boosted_trees_classifier_train_in_memory')
+  assert 'no kernels' in text and 'TensorFlow Decision Forests' in text
+
+
 def test_replicate_model_fn_names_the_replacement():
   with pytest.raises(NotImplementedError, match='train_distribute=tf.distribute.MirroredStrategy'):
     contrib_estimator.replicate_model_fn(_model_fn)

@@ -89,6 +89,11 @@ _CANNED_MARKERS = ('Classifier', 'Regressor', 'Head', 'DNN', 'Linear', 'Baseline
                    'RNN', 'BoostedTrees', 'logit_fn')
 
 
+def hint_for(name):
+  """What to use instead of `name`, where the estimator namespaces explain its absence."""
+  return _MISSING_HINTS.get(name)
+
+
 def missing_message(qualname, name):
   """The AttributeError text for a name an estimator namespace does not hold."""
   hint = _MISSING_HINTS.get(name)

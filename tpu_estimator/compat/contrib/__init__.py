@@ -110,6 +110,10 @@ def _name_message(module_name):
   """The AttributeError text for a name that `tf.contrib.<module_name>` does not hold."""
   def message(qualname, name):
     del qualname
+    hint = namespaces.hint_for(name)  # a name the estimator namespaces explain (BoostedTrees*)
+    if hint is not None:
+      return 'tf.contrib.%s.%s is not provided by tpu_estimator: %s. %s' % (
+          module_name, name, hint, namespaces.README_SECTION)
     text = ('tf.contrib.%s.%s is not provided by tpu_estimator, whose tf.contrib.%s holds '
             'only the names TPUEstimator-era programs used' % (module_name, name, module_name))
     replacement = REPLACEMENTS.get(module_name)
