@@ -70,6 +70,7 @@ def _model_fn(head, parts, trainer):
     names = owned_names.setdefault(graph, [])
     with quiet.internal_calls(), warnings.catch_warnings():  # tf.feature_column's TF1 code
       warnings.filterwarnings('ignore', message='`layer.add_variable` is deprecated')
+      warnings.filterwarnings('ignore', message='`layer.updates` will be removed')
       for index, part in enumerate(parts):
         before = {v.name for v in _v1.trainable_variables()}
         part_logits, part_updates = part.build(features, mode, head.logits_dimension)
