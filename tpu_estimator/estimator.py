@@ -720,15 +720,15 @@ class Estimator:
       raise errors.type_error('`export_dir_base` must be a path.',
                               export_dir_base=export_dir_base)
     metagraphs = []
-    for mode in savedmodel.EXPORT_MODES:
-      if mode == ModeKeys.PREDICT and mode in receiver_fns:
+    for mode in [mode for mode in savedmodel.EXPORT_MODES if mode in receiver_fns]:
+      if mode == ModeKeys.PREDICT:
         targets = self._layout.export_targets()
         if not targets:
           raise errors.value_error('One of export_to_cpu and export_to_tpu must be true.',
                                    export_to_cpu=False, export_to_tpu=False)
         metagraphs += [(tags, self._serving_builder(receiver_fns[mode], params))
                        for tags, params in targets]
-      elif mode in receiver_fns:
+      else:
         metagraphs.append((list(_tf_internals.export_utils.EXPORT_TAG_MAP[mode]),
                            self._supervised_builder(mode, receiver_fns[mode])))
     checkpoint = restoring.resolve_checkpoint(self._model_dir, checkpoint_path, 'export')
@@ -789,7 +789,6 @@ class Estimator:
                                                     metrics)
       return signatures, steps_lib.scaffold_of(spec)
     return build
-
 
 
 def _check_receiver_fn(serving_input_receiver_fn):

@@ -138,8 +138,8 @@ class BinaryClassHead(classification_heads.BinaryClassHead):
 def with_v1_loss(head, loss_reduction):
   """`head`, its loss reduced as the v1 heads did (`tf.compat.v1.losses.compute_weighted_loss`
   by `loss_reduction`), in ops of their names: tensorflow/models' census and movielens
-  programs log `linear/head/weighted_loss/Sum` and `dnn/head/weighted_loss/value`."""
-  loss_reduction_of(loss_reduction)
+  programs log `linear/head/weighted_loss/Sum` and `dnn/head/weighted_loss/value`.
+  `loss_reduction`: one `loss_reduction_of` took (the head was built with it)."""
   head.v1_reduction = loss_reduction
   return head
 
