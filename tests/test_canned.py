@@ -393,3 +393,97 @@ def test_parse_example_specs_add_label_and_weight():
   assert list(spec['y'].shape) == [2]
   with pytest.raises(ValueError, match='label_key'):
     canned.regressor_parse_example_spec([X], 'x')
+
+
+def _metric_values(metric_ops):
+  """Runs the update ops of `{key: (value, update_op)}` (or Keras metric objects) once, then
+  returns the values."""
+  pairs = tpu_estimator.specs.check_metric_ops(metric_ops)
+  with _v1.Session() as session:
+    session.run([_v1.global_variables_initializer(), _v1.local_variables_initializer(),
+                 _v1.tables_initializer()])
+    session.run([update for _, update in pairs.values()])
+    return session.run({key: value for key, (value, _) in pairs.items()})
+
+
+_SEQUENCE = {'mask': np.array([[1, 1, 0, 0], [1, 1, 1, 1]], np.int64)}
+
+
+@pytest.mark.parametrize('make,logits,labels,features', [
+    (lambda: canned.BinaryClassHead(weight_column='w', thresholds=[0.3]), LOGITS, LABELS,
+     {'w': WEIGHTS}),
+    (lambda: canned.MultiClassHead(3, name='c'), np.arange(12, dtype=np.float32).reshape(4, 3)
+     % 5, np.array([[2], [0], [1], [2]]), {}),
+    (lambda: canned.RegressionHead(label_dimension=2, weight_column='w'),
+     LOGITS * [1., -2.], LOGITS + [0.5, 1.], {'w': WEIGHTS}),
+    (lambda: canned.MultiLabelHead(3, thresholds=[0.4], classes_for_class_based_metrics=[1]),
+     np.array([[0.5, -1., 2.], [0., 1., -.5], [1., 1., 1.], [-2., 0., 3.]], np.float32),
+     np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]]), {}),
+    (lambda: canned.MultiHead([canned.BinaryClassHead(name='sign'),
+                               canned.RegressionHead(name='value')]),
+     np.concatenate([LOGITS, -LOGITS], -1), {'sign': LABELS, 'value': LOGITS * 2}, {}),
+    (lambda: canned.SequentialHeadWrapper(canned.BinaryClassHead(), 'mask'),
+     LOGITS.reshape(2, 2, 1).repeat(2, 1), np.array([[[1], [0], [0], [1]], [[1], [1], [0], [0]]]),
+     _SEQUENCE),
+], ids=['binary', 'multi_class', 'regression', 'multi_label', 'multi_head', 'sequential'])
+def test_head_metrics_and_update_metrics_give_the_eval_spec_metrics(make, logits, labels,
+                                                                    features):
+  """`tf.estimator.Head.metrics()` / `update_metrics()`: a model_fn can build the head's metric
+  objects, update them and return them as eval_metric_ops (the keys and values of the head's
+  own EVAL spec, regularization included)."""
+  head = make()
+  as_tensors = lambda x: ({k: tf.constant(v) for k, v in x.items()} if isinstance(x, dict)
+                          else tf.constant(x))
+  regularization = lambda: [tf.constant(0.25), tf.constant(0.5)]
+  with tf.Graph().as_default():
+    spec = head.create_estimator_spec(
+        as_tensors(features), tpu_estimator.ModeKeys.EVAL, as_tensors(logits),
+        as_tensors(labels), regularization_losses=regularization())
+    expected = _metric_values(spec.eval_metric_ops)
+  with tf.Graph().as_default():
+    objects = head.metrics(regularization_losses=regularization())
+    assert sorted(objects) == sorted(expected)
+    updated = head.update_metrics(objects, as_tensors(features), as_tensors(logits),
+                                  as_tensors(labels), regularization_losses=regularization())
+    assert updated is objects
+    got = _metric_values(updated)
+  assert sorted(got) == sorted(expected)
+  for key, value in expected.items():
+    np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
+
+
+def test_head_update_metrics_names_a_missing_metric():
+  head = canned.BinaryClassHead()
+  with tf.Graph().as_default():
+    metrics = head.metrics()
+    del metrics[MetricKeys.AUC]
+    with pytest.raises(ValueError, match="key='auc'.*head.metrics"):
+      head.update_metrics(metrics, {}, tf.constant(LOGITS), tf.constant(LABELS))
+
+
+def test_head_update_metrics_as_eval_metric_ops_in_evaluate(tmp_path):
+  """A model_fn returning `head.update_metrics(head.metrics(), ...)` as eval_metric_ops:
+  evaluate() over several batches (in its device loop) gives what the head's own spec gives."""
+  head = canned.BinaryClassHead(weight_column='w', label_vocabulary=['neg', 'pos'])
+
+  def model_fn(features, labels, mode, params):
+    logits = tf.reshape(features['x'], [-1, 1]) * _v1.get_variable('w', [], initializer=tf.ones)
+    if mode == tpu_estimator.ModeKeys.TRAIN:  # a step that leaves the weights as they are
+      return head.create_estimator_spec(features, mode, logits, labels, train_op_fn=lambda _: (
+          _v1.assign_add(_v1.train.get_global_step(), 1)))
+    if params['objects']:
+      metrics = head.update_metrics(head.metrics(), features, logits, labels)
+      return tpu_estimator.EstimatorSpec(mode, loss=head.loss(labels, logits, features),
+                                         eval_metric_ops=metrics)
+    return head.create_estimator_spec(features, mode, logits, labels)
+
+  results = []
+  for objects in (False, True):
+    est = tpu_estimator.Estimator(model_fn, str(tmp_path / str(objects)), CONFIG,
+                                  params={'objects': objects})
+    est.train(_input_fn(BINARY), steps=1)
+    results.append(est.evaluate(_input_fn(BINARY, repeat=False)))
+  assert results[0].keys() == results[1].keys()
+  assert results[1]['global_step'] == 1 and 0.5 < results[1][MetricKeys.ACCURACY_BASELINE] < 1
+  for key in results[0]:
+    np.testing.assert_allclose(results[1][key], results[0][key], rtol=1e-5, err_msg=key)

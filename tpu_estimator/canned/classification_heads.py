@@ -120,40 +120,36 @@ class BinaryClassHead(_ClassHead):
     result.update(self._class_predictions(class_ids, tf.shape(logits)[0]))
     return {k: v for k, v in result.items() if keys is None or k in keys}
 
-  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
-    key = self.metric_key
-    pair, mean = head_base.metric_pair, head_base.mean_pair
-    metric = head_base.keras_metric
-    class_ids = predictions[PredictionKeys.CLASS_IDS]
-    logistic = predictions[PredictionKeys.LOGISTIC]
-    float_labels = tf.cast(labels, tf.float32)
-    label_mean = mean(float_labels, weights)
-    result = {
-        key(MetricKeys.LOSS_MEAN): mean(unweighted_loss, weights),
-        key(MetricKeys.ACCURACY): pair(metric('Accuracy'), labels, class_ids,
-                                       sample_weight=weights),
-        key(MetricKeys.PRECISION): pair(metric('Precision'), labels, class_ids,
-                                        sample_weight=weights),
-        key(MetricKeys.RECALL): pair(metric('Recall'), labels, class_ids, sample_weight=weights),
-        key(MetricKeys.PREDICTION_MEAN): mean(logistic, weights),
-        key(MetricKeys.LABEL_MEAN): label_mean,
-        key(MetricKeys.ACCURACY_BASELINE): (
-            tf.maximum(label_mean[0], 1. - label_mean[0]), label_mean[1]),
-        key(MetricKeys.AUC): pair(metric('AUC', curve='ROC'), float_labels, logistic,
-                                  sample_weight=weights),
-        key(MetricKeys.AUC_PR): pair(metric('AUC', curve='PR'), float_labels, logistic,
-                                     sample_weight=weights),
-    }
+  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
+    inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
+    inputs.update(float_labels=tf.cast(labels, tf.float32),
+                  class_ids=predictions[PredictionKeys.CLASS_IDS],
+                  logistic=predictions[PredictionKeys.LOGISTIC])
+    return inputs
+
+  def _metric_entries(self):
+    entry, scores = self._entry, ['float_labels', 'logistic']
+    entries = [
+        entry(MetricKeys.LOSS_MEAN, 'Mean', ['loss']),
+        entry(MetricKeys.ACCURACY, 'Accuracy', ['labels', 'class_ids']),
+        entry(MetricKeys.PRECISION, 'Precision', ['labels', 'class_ids']),
+        entry(MetricKeys.RECALL, 'Recall', ['labels', 'class_ids']),
+        entry(MetricKeys.PREDICTION_MEAN, 'Mean', ['logistic']),
+        entry(MetricKeys.LABEL_MEAN, 'Mean', ['float_labels']),
+        entry(MetricKeys.ACCURACY_BASELINE, head_base.BASELINE,
+              [self.metric_key(MetricKeys.LABEL_MEAN)], None),
+        entry(MetricKeys.AUC, 'AUC', scores, curve='ROC'),
+        entry(MetricKeys.AUC_PR, 'AUC', scores, curve='PR'),
+    ]
     for threshold in self._thresholds:
-      result[key(MetricKeys.ACCURACY_AT_THRESHOLD % threshold)] = pair(
-          metric('BinaryAccuracy', threshold=threshold), float_labels, logistic,
-          sample_weight=weights)
-      result[key(MetricKeys.PRECISION_AT_THRESHOLD % threshold)] = pair(
-          metric('Precision', thresholds=threshold), float_labels, logistic,
-          sample_weight=weights)
-      result[key(MetricKeys.RECALL_AT_THRESHOLD % threshold)] = pair(
-          metric('Recall', thresholds=threshold), float_labels, logistic, sample_weight=weights)
-    return result
+      entries += [
+          entry(MetricKeys.ACCURACY_AT_THRESHOLD % threshold, 'BinaryAccuracy', scores,
+                threshold=threshold),
+          entry(MetricKeys.PRECISION_AT_THRESHOLD % threshold, 'Precision', scores,
+                thresholds=threshold),
+          entry(MetricKeys.RECALL_AT_THRESHOLD % threshold, 'Recall', scores,
+                thresholds=threshold)]
+    return entries
 
   def _export_outputs(self, predictions):
     classification = self._classification_output(predictions)
@@ -191,13 +187,14 @@ class MultiClassHead(_ClassHead):
     result.update(self._class_predictions(class_ids, tf.shape(logits)[0]))
     return {k: v for k, v in result.items() if keys is None or k in keys}
 
-  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
-    return {
-        self.metric_key(MetricKeys.LOSS_MEAN): head_base.mean_pair(unweighted_loss, weights),
-        self.metric_key(MetricKeys.ACCURACY): head_base.metric_pair(
-            head_base.keras_metric('Accuracy'), labels,
-            predictions[PredictionKeys.CLASS_IDS], sample_weight=weights),
-    }
+  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
+    inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
+    inputs['class_ids'] = predictions[PredictionKeys.CLASS_IDS]
+    return inputs
+
+  def _metric_entries(self):
+    return [self._entry(MetricKeys.LOSS_MEAN, 'Mean', ['loss']),
+            self._entry(MetricKeys.ACCURACY, 'Accuracy', ['labels', 'class_ids'])]
 
   def _export_outputs(self, predictions):
     classification = self._classification_output(predictions)

@@ -4,8 +4,13 @@
 A head owns everything after the logits: the loss, the predictions, the evaluation metrics and
 the export signatures, so every canned estimator is "a network that makes logits + a head".
 Subclasses say how labels are checked, what the per-example loss is, what the predictions
-and metrics are (`_labels`, `_unweighted_loss`, `predictions`, `_metrics`, `_export_outputs`).
+and metrics are (`_labels`, `_unweighted_loss`, `predictions`, `_metric_entries`,
+`_export_outputs`).  A head's metrics come from one table (`_metric_entries`) three ways:
+`(value, update_op)` pairs in the EVAL spec, and, as `tf.estimator.Head`'s public methods,
+`metrics()` (new Keras metric objects) and `update_metrics()` (updating them).
 """
+import collections
+
 import tensorflow as tf
 
 from tpu_estimator.canned import keys
@@ -69,6 +74,23 @@ def mean_pair(values, weights):
   return metric_pair(keras_metric('Mean'), values, sample_weight=weights)
 
 
+# A `MetricEntry.class_name`: the best accuracy of always predicting one class, max(mean,
+# 1 - mean) of the label mean entry whose key is the entry's `args[0]` (a Keras `Mean` whose
+# total and count are derived from that entry's, as the original's).
+BASELINE = 'accuracy_baseline'
+
+
+class MetricEntry(collections.namedtuple('MetricEntry', 'key name class_name kwargs args '
+                                                        'weight')):
+  """One EVAL metric of a head: `key` in the metrics, a Keras 2 metric
+  `class_name(name=name, **kwargs)` updated with the head's `_metric_inputs` named in `args`
+  (and `weight`, None for none)."""
+
+
+def _baseline_of(total, count):
+  return tf.maximum(total, count - total), count
+
+
 class Head:
   """Base class of the canned heads (`tf.estimator.Head`)."""
 
@@ -102,8 +124,14 @@ class Head:
   def predictions(self, logits, keys=None):  # pylint: disable=redefined-outer-name
     raise NotImplementedError
 
-  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
+  def _metric_entries(self):
+    """The head's EVAL metrics, a list of `MetricEntry` (made with `_entry`)."""
     raise NotImplementedError
+
+  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
+    """The tensors `_metric_entries` name, by name; subclasses add their own."""
+    del logits, predictions
+    return {'loss': unweighted_loss, 'weights': weights, 'labels': labels}
 
   def _export_outputs(self, predictions):
     raise NotImplementedError
@@ -111,6 +139,62 @@ class Head:
   # --- shared -------------------------------------------------------------------------------
   def metric_key(self, key):
     return '%s/%s' % (key, self._name) if self._name else key
+
+  def _entry(self, name, class_name, args, weight='weights', **kwargs):
+    return MetricEntry(self.metric_key(name), name, class_name, kwargs, tuple(args), weight)
+
+  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
+    """`{key: (value, update_op)}` of `_metric_entries`, for the EVAL spec."""
+    inputs = self._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
+    pairs, objects = {}, {}
+    for entry in self._metric_entries():
+      if entry.class_name == BASELINE:
+        source = objects[entry.args[0]]
+        total, count = _baseline_of(source.total, source.count)
+        pairs[entry.key] = tf.math.divide_no_nan(total, count), pairs[entry.args[0]][1]
+        continue
+      objects[entry.key] = keras_metric(entry.class_name, name=entry.name, **entry.kwargs)
+      pairs[entry.key] = metric_pair(objects[entry.key], *[inputs[a] for a in entry.args],
+                                     sample_weight=inputs.get(entry.weight))
+    return pairs
+
+  def metrics(self, regularization_losses=None):
+    """New Keras metric objects of the head's EVAL metrics by key (`tf.estimator.Head.metrics`),
+    for `update_metrics`; with `regularization_losses` (not None) also the regularization
+    loss's mean."""
+    with tf.name_scope('metrics'):
+      result = {e.key: keras_metric('Mean' if e.class_name == BASELINE else e.class_name,
+                                    name=e.name, **e.kwargs) for e in self._metric_entries()}
+      if regularization_losses is not None:
+        name = keys.MetricKeys.LOSS_REGULARIZATION
+        result[self.metric_key(name)] = keras_metric('Mean', name=name)
+    return result
+
+  def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None,
+                     mode=None):
+    """Updates the metric objects `metrics()` made with a batch (`tf.estimator.Head
+    .update_metrics`); returns `eval_metrics`, which a model_fn can return as
+    `eval_metric_ops`."""
+    del mode
+    logits = self._logits(logits)
+    predictions = self.predictions(logits)
+    labels = self._labels(labels)
+    unweighted = self._per_example_loss(labels, logits, features)
+    inputs = self._metric_inputs(labels, logits, predictions, unweighted,
+                                 self._weights(features, unweighted))
+    for entry in self._metric_entries():
+      metric = metric_of(eval_metrics, entry.key)
+      if entry.class_name == BASELINE:
+        source = metric_of(eval_metrics, entry.args[0])
+        metric.add_update(tf.no_op())  # updated through its source's update
+        metric.total, metric.count = _baseline_of(source.total, source.count)
+      else:
+        metric.update_state(*[inputs[a] for a in entry.args],
+                            sample_weight=inputs.get(entry.weight))
+    if regularization_losses is not None:
+      key = self.metric_key(keys.MetricKeys.LOSS_REGULARIZATION)
+      metric_of(eval_metrics, key).update_state(tf.add_n(list(regularization_losses)))
+    return eval_metrics
 
   def _logits(self, logits):
     logits = tf.convert_to_tensor(logits)
@@ -233,6 +317,16 @@ class Head:
     if update_ops:
       train_op = tf.group(train_op, *update_ops)
     return train_op
+
+
+def metric_of(eval_metrics, key):
+  if not isinstance(eval_metrics, dict) or key not in eval_metrics:
+    raise errors.value_error(
+        'eval_metrics lacks a metric of this head.',
+        'Pass the dict head.metrics() returned (with regularization_losses when you pass '
+        'them here).', key=key,
+        eval_metrics=sorted(eval_metrics) if isinstance(eval_metrics, dict) else eval_metrics)
+  return eval_metrics[key]
 
 
 def predict_output(predictions):

@@ -3,9 +3,10 @@
 
 Logits come as a dict by head name (or one Tensor split in head order), labels as a dict by head
 name.  The loss is the `head_weights`-weighted sum of the heads' losses; metrics are each head's
-(already suffixed `/<name>`) plus `loss/<name>`; predictions are keyed `(name, key)`; exports
-hold each head's signatures (`<name>` for its default, `<name>/<key>` for the others), a merged
-`predict` and, as `serving_default`, the first head's default.
+(already suffixed `/<name>`) plus `loss/<name>` (and `regularization_loss/<name>_<name>`);
+predictions are keyed `(name, key)`; exports hold each head's signatures (`<name>` for its
+default, `<name>/<key>` for the others), a merged `predict` and, as `serving_default`, the
+first head's default.
 """
 import tensorflow as tf
 
@@ -35,7 +36,9 @@ class MultiHead(head_base.Head):
     if head_weights is not None and len(head_weights) != len(heads):
       raise errors.value_error('heads and head_weights must have the same size.',
                                heads=len(heads), head_weights=len(head_weights))
-    super().__init__(sum(h.logits_dimension for h in heads))
+    # Named after its heads, as the original: 'regularization_loss/<head>_<head>'.
+    super().__init__(sum(h.logits_dimension for h in heads),
+                     name='_'.join(h.name for h in heads))
     self._heads = tuple(heads)
     self._head_weights = tuple(head_weights) if head_weights is not None else None
 
@@ -83,6 +86,36 @@ class MultiHead(head_base.Head):
           result[(head.name, key)] = value
     return result
 
+  def _loss_key(self, head):
+    return '%s/%s' % (MetricKeys.LOSS, head.name)
+
+  def metrics(self, regularization_losses=None):
+    """Each head's metric objects, `loss/<name>` for each head's loss and, with
+    `regularization_losses` (not None), the regularization loss's mean."""
+    result = {}
+    if regularization_losses is not None:
+      result[self.metric_key(MetricKeys.LOSS_REGULARIZATION)] = head_base.keras_metric(
+          'Mean', name=MetricKeys.LOSS_REGULARIZATION)
+    for head in self._heads:
+      result[self._loss_key(head)] = head_base.keras_metric('Mean', name=self._loss_key(head))
+      result.update(head.metrics())
+    return result
+
+  def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None,
+                     mode=None):
+    """Updates what `metrics()` made: each head's metrics and loss mean on its logits and
+    labels."""
+    del mode
+    logits, labels = self._split_logits(logits), self._split_labels(labels)
+    if regularization_losses is not None:
+      key = self.metric_key(MetricKeys.LOSS_REGULARIZATION)
+      head_base.metric_of(eval_metrics, key).update_state(tf.add_n(list(regularization_losses)))
+    for head in self._heads:
+      head_base.metric_of(eval_metrics, self._loss_key(head)).update_state(
+          head.loss(labels[head.name], logits[head.name], features))
+      head.update_metrics(eval_metrics, features, logits[head.name], labels[head.name])
+    return eval_metrics
+
   def _export_outputs_of(self, logits):
     outputs, merged = {}, {}
     for index, head in enumerate(self._heads):
@@ -114,9 +147,12 @@ class MultiHead(head_base.Head):
       if regularization_losses:
         total = total + tf.add_n(list(regularization_losses))
       metrics = {}
+      if regularization_losses:
+        metrics[self.metric_key(MetricKeys.LOSS_REGULARIZATION)] = head_base.mean_pair(
+            tf.add_n(list(regularization_losses)), None)
       for head, spec in zip(self._heads, specs):
         metrics.update(spec.eval_metric_ops)
-        metrics['%s/%s' % (MetricKeys.LOSS, head.name)] = head_base.mean_pair(spec.loss, None)
+        metrics[self._loss_key(head)] = head_base.mean_pair(spec.loss, None)
       return EstimatorSpec(mode, predictions=predictions, loss=total, eval_metric_ops=metrics)
     train_op = self._train_op(total, optimizer, trainable_variables, train_op_fn, update_ops)
     return EstimatorSpec(mode, predictions=predictions, loss=total, train_op=train_op)

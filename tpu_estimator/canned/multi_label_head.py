@@ -102,36 +102,35 @@ class MultiLabelHead(head_base.Head):
                                               [tf.shape(logits)[0], 1])}
     return {k: v for k, v in result.items() if keys is None or k in keys}
 
-  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
-    key, pair, metric = self.metric_key, head_base.metric_pair, head_base.keras_metric
+  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
+    inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
     probabilities = predictions[PredictionKeys.PROBABILITIES]
     float_labels = tf.cast(labels, tf.float32)
-    all_weights = weights * tf.ones_like(probabilities)
-    result = {
-        key(MetricKeys.LOSS_MEAN): head_base.mean_pair(unweighted_loss, weights),
-        key(MetricKeys.AUC): pair(metric('AUC', curve='ROC'), float_labels, probabilities,
-                                  sample_weight=all_weights),
-        key(MetricKeys.AUC_PR): pair(metric('AUC', curve='PR'), float_labels, probabilities,
-                                     sample_weight=all_weights),
-    }
+    inputs.update(probabilities=probabilities, float_labels=float_labels,
+                  all_weights=weights * tf.ones_like(probabilities))
+    for class_id in self._class_ids_for_metrics:
+      inputs['probabilities_%d' % class_id] = probabilities[:, class_id:class_id + 1]
+      inputs['float_labels_%d' % class_id] = float_labels[:, class_id:class_id + 1]
+    return inputs
+
+  def _metric_entries(self):
+    entry, scores = self._entry, ['float_labels', 'probabilities']
+    entries = [entry(MetricKeys.LOSS_MEAN, 'Mean', ['loss']),
+               entry(MetricKeys.AUC, 'AUC', scores, 'all_weights', curve='ROC'),
+               entry(MetricKeys.AUC_PR, 'AUC', scores, 'all_weights', curve='PR')]
     for threshold in self._thresholds:
       for name, cls, kwargs in (
           (MetricKeys.ACCURACY_AT_THRESHOLD, 'BinaryAccuracy', {'threshold': threshold}),
           (MetricKeys.PRECISION_AT_THRESHOLD, 'Precision', {'thresholds': threshold}),
           (MetricKeys.RECALL_AT_THRESHOLD, 'Recall', {'thresholds': threshold})):
-        result[key(name % threshold)] = pair(metric(cls, **kwargs), float_labels, probabilities,
-                                             sample_weight=all_weights)
+        entries.append(entry(name % threshold, cls, scores, 'all_weights', **kwargs))
     for class_id in self._class_ids_for_metrics:
-      column = lambda t, c=class_id: t[:, c:c + 1]  # pylint: disable=cell-var-from-loop
-      result[key(MetricKeys.PROBABILITY_MEAN_AT_CLASS % class_id)] = head_base.mean_pair(
-          column(probabilities), weights)
-      result[key(MetricKeys.AUC_AT_CLASS % class_id)] = pair(
-          metric('AUC', curve='ROC'), column(float_labels), column(probabilities),
-          sample_weight=weights)
-      result[key(MetricKeys.AUC_PR_AT_CLASS % class_id)] = pair(
-          metric('AUC', curve='PR'), column(float_labels), column(probabilities),
-          sample_weight=weights)
-    return result
+      column = ['float_labels_%d' % class_id, 'probabilities_%d' % class_id]
+      entries += [
+          entry(MetricKeys.PROBABILITY_MEAN_AT_CLASS % class_id, 'Mean', column[1:]),
+          entry(MetricKeys.AUC_AT_CLASS % class_id, 'AUC', column, curve='ROC'),
+          entry(MetricKeys.AUC_PR_AT_CLASS % class_id, 'AUC', column, curve='PR')]
+    return entries
 
   def _export_outputs(self, predictions):
     classification = export_lib.ClassificationOutput(

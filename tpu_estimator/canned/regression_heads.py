@@ -52,14 +52,15 @@ class RegressionHead(head_base.Head):
                 PredictionKeys.LOGITS: logits}
     return {k: v for k, v in result.items() if keys is None or k in keys}
 
-  def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
-    mean = head_base.mean_pair
-    return {
-        self.metric_key(MetricKeys.LOSS_MEAN): mean(unweighted_loss, weights),
-        self.metric_key(MetricKeys.PREDICTION_MEAN):
-            mean(predictions[PredictionKeys.PREDICTIONS], weights),
-        self.metric_key(MetricKeys.LABEL_MEAN): mean(labels, weights),
-    }
+  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
+    inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
+    inputs['predictions'] = predictions[PredictionKeys.PREDICTIONS]
+    return inputs
+
+  def _metric_entries(self):
+    return [self._entry(MetricKeys.LOSS_MEAN, 'Mean', ['loss']),
+            self._entry(MetricKeys.PREDICTION_MEAN, 'Mean', ['predictions']),
+            self._entry(MetricKeys.LABEL_MEAN, 'Mean', ['labels'])]
 
   def _export_outputs(self, predictions):
     regression = export_lib.RegressionOutput(value=predictions[PredictionKeys.PREDICTIONS])

@@ -121,6 +121,16 @@ class SequentialHeadWrapper(_SequentialHead):
   def predictions(self, logits, keys=None):  # pylint: disable=redefined-outer-name
     return self._static_head.predictions(logits, keys=keys)
 
+  def metrics(self, regularization_losses=None):
+    return self._static_head.metrics(regularization_losses)
+
+  def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None,
+                     mode=None):
+    """The static head's update on the steps the sequence mask keeps."""
+    flat_labels, flat_logits, flat_features = self._flatten(labels, logits, features)
+    return self._static_head.update_metrics(eval_metrics, flat_features, flat_logits,
+                                            flat_labels, regularization_losses, mode)
+
   def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None,
                             trainable_variables=None, train_op_fn=None, update_ops=None,
                             regularization_losses=None):
