@@ -562,9 +562,9 @@ def test_tpu_estimator_export_api_version_accepted(tmp_path, value):
                  export_saved_model_api_version=value)
 
 
-def test_tpu_estimator_embedding_config_spec_rejected():
-  with pytest.raises(ValueError, match=_match('embedding_config_spec', 'TPUEmbedding',
-                                              "embedding_config_spec='tables'")):
+def test_tpu_estimator_embedding_config_spec_must_be_a_spec():
+  with pytest.raises(TypeError, match=_match('EmbeddingConfigSpec',
+                                             "embedding_config_spec='tables'")):
     _tpu_estimator(embedding_config_spec='tables')
 
 

@@ -234,7 +234,7 @@ ROWS = [
         ValueError, ['params', "'features'"]),
     Row('tpu_estimator_embedding_config_spec',
         lambda c: c.tpu(embedding_config_spec='my_embedding_config'),
-        ValueError, ['embedding_config_spec', "'my_embedding_config'"]),
+        TypeError, ['embedding_config_spec', "'my_embedding_config'"]),
     # --- batch sizes vs shards (detected when the call runs) --------------------------------
     Row('train_batch_size_not_divisible_by_shards',
         lambda c: c.tpu(shards=4, train=30).train(c.train_input, steps=1),

@@ -460,11 +460,27 @@ def feature_column_v2():
   return fc_v2
 
 
+def embedding_spec_column_classes():
+  """The feature column classes an `EmbeddingConfigSpec` takes, as the original's: TensorFlow's
+  TPU embedding columns (`tf.compat.v1.tpu.experimental.embedding_column` and the shared ones,
+  v1 and v2), embedding columns and numeric columns.  Checked on 2.16-2.21."""
+  # pylint: disable=g-import-not-at-top,protected-access
+  from tensorflow.python.feature_column import feature_column as fc_v1
+  from tensorflow.python.tpu import feature_column as tpu_fc
+  from tensorflow.python.tpu import feature_column_v2 as tpu_fc_v2
+  fc_v2 = feature_column_v2()
+  return (tpu_fc._TPUEmbeddingColumn, tpu_fc._TPUSharedEmbeddingColumn,
+          tpu_fc_v2._TPUEmbeddingColumnV2, tpu_fc_v2._TPUSharedEmbeddingColumnV2,
+          fc_v1._EmbeddingColumn, fc_v1._SharedEmbeddingColumn, fc_v2.EmbeddingColumn,
+          fc_v1._NumericColumn, fc_v2.NumericColumn)
+
+
 @contextlib.contextmanager
 def tpu_shard_context(number_of_shards):
   """Within (this thread): `tpu_function.get_tpu_context().number_of_shards` is
-  `number_of_shards`, as while a TPU computation was built; kept where the caller set one."""
-  if _tpu_function.get_tpu_context().number_of_shards is not None:
+  `number_of_shards`, as while a TPU computation was built; kept where the caller set one.
+  None: nothing set (TPU embedding columns then look up as on a CPU)."""
+  if number_of_shards is None or _tpu_function.get_tpu_context().number_of_shards is not None:
     yield
     return
   with _tpu_function.tpu_shard_context(number_of_shards):

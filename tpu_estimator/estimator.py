@@ -31,6 +31,7 @@ from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.distribute import iterators
 from tpu_estimator.distribute import layout as layout_lib
 from tpu_estimator.distribute import replication
+from tpu_estimator.distribute import tpu_embedding
 from tpu_estimator.distribute import xla
 from tpu_estimator import errors
 from tpu_estimator.hooks import preemption
@@ -1012,16 +1013,14 @@ class TPUEstimator(Estimator):
                                '(ExportSavedModelApiVersion.V1/V2).',
                                export_saved_model_api_version=export_saved_model_api_version)
     if embedding_config_spec is not None:
-      raise errors.value_error(
-          '`embedding_config_spec` needs TPU embedding hardware (TPUEmbedding), which this build '
-          'does not drive.', 'Use embedding lookups in model_fn (e.g. tf.nn.embedding_lookup), '
-          'which shard like any other variable here.',
-          embedding_config_spec=embedding_config_spec)
+      tpu_embedding.check_for_estimator(embedding_config_spec, use_tpu, eval_on_tpu,
+                                        config.tpu_config)
     batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                    ModeKeys.PREDICT: predict_batch_size}
     self._layout = layout_lib.Sharded(copy.deepcopy(params or {}), use_tpu, batch_sizes,
                                       config.tpu_config, batch_axis, eval_on_tpu,
-                                      export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu)
+                                      export_to_cpu=export_to_cpu, export_to_tpu=export_to_tpu,
+                                      tpu_embedding=embedding_config_spec)
     self._init(model_fn, model_dir, config, params, warm_start_from, TPURunConfig)
     self._use_tpu = use_tpu  # read by the early-stopping hooks (sharded evaluation or not)
     self.train_batch_size = train_batch_size

@@ -18,6 +18,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tpu_estimator as te  # pylint: disable=g-import-not-at-top
 from tpu_estimator import compat  # pylint: disable=g-import-not-at-top
 from tpu_estimator.distribute import cross_replica  # pylint: disable=g-import-not-at-top
+from tpu_estimator.distribute import tpu_embedding  # pylint: disable=g-import-not-at-top
 
 report = {}
 
@@ -135,6 +136,13 @@ NAMES = {
         lambda: tf.compat.v1.tpu.CrossShardOptimizer is te.CrossShardOptimizer,
     'tf.compat.v1.tpu.cross_replica_sum': lambda: (
         tf.compat.v1.tpu.cross_replica_sum is cross_replica.cross_replica_sum),
+    'tf.compat.v1.estimator.tpu.experimental.EmbeddingConfigSpec': lambda: (
+        v1e().tpu.experimental.EmbeddingConfigSpec is tpu_embedding.EmbeddingConfigSpec),
+    'tf.compat.v1.tpu.experimental.AdagradParameters': lambda: (
+        tf.compat.v1.tpu.experimental.AdagradParameters.__name__ == 'AdagradParameters'),
+    'tf.compat.v1.tpu.experimental.StochasticGradientDescentParameters': lambda: (
+        tf.compat.v1.tpu.experimental.StochasticGradientDescentParameters(0.1).learning_rate
+        == 0.1),
     'tensorflow.compiler.tf2xla.python.xla.replica_id': lambda: (
         importlib.import_module('tensorflow.compiler.tf2xla.python.xla').replica_id is
         cross_replica.replica_id),

@@ -8,6 +8,9 @@ a program that never calls `install()` sees TensorFlow exactly as shipped.
 - `tf.estimator`, `tf.compat.v2.estimator`: the v2 namespace (plus `.tpu`, as in TF 1.x);
 - `tf.compat.v1.estimator`: the v1 namespace, with `.tpu`, `.export`, `.experimental`;
 - `tf.compat.v1.tpu.CrossShardOptimizer`: ours (TensorFlow's calls a TPU-only op);
+- `tf.compat.v1.tpu.experimental.AdagradParameters` (`AdamParameters`, `FtrlParameters`,
+  `StochasticGradientDescentParameters`) where TensorFlow dropped them (2.16+): ours, for
+  `EmbeddingConfigSpec` (see `distribute.tpu_embedding`);
 - `TPUClusterResolver` in `tf[.compat.v1].distribute.cluster_resolver` (and so
   `tf.contrib.cluster_resolver`): with no TPU named or configured, it resolves to the local
   machine instead of raising (see `compat.cluster_resolver`);
@@ -48,6 +51,16 @@ from tpu_estimator.compat import tf_modules as _tf_modules
 __all__ = ['install', 'legacy_keras_available', 'use_legacy_keras', 'tf1_hint']
 
 
+def _install_embedding_parameters(experimental):
+  """`tf.compat.v1.tpu.experimental.AdagradParameters` and the other TPU embedding optimizers'
+  parameters where TensorFlow no longer has them (2.16+): programs build them for
+  `EmbeddingConfigSpec`."""
+  from tpu_estimator.distribute import tpu_embedding  # pylint: disable=import-outside-toplevel
+  for cls in tpu_embedding.PARAMETERS if experimental is not None else ():
+    if not hasattr(experimental, cls.__name__):
+      _tf_modules.set_attr(experimental, cls.__name__, cls)
+
+
 def install(tf1=False):
   """Makes the legacy estimator namespaces and `tf.contrib` resolve to tpu_estimator (see the
   module docstring for the list).  Idempotent; call it before the legacy program runs (or at
@@ -69,6 +82,7 @@ def install(tf1=False):
     if tpu is not None:
       _tf_modules.set_attr(tpu, 'CrossShardOptimizer', te.CrossShardOptimizer)
       _tf_modules.set_attr(tpu, 'cross_replica_sum', cross_replica.cross_replica_sum)
+      _install_embedding_parameters(getattr(tpu, 'experimental', None))
   from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
   _tf_modules.set_attr(xla, 'replica_id', cross_replica.replica_id)
   _cluster_resolver.install(v2_modules + v1_modules)

@@ -22,6 +22,7 @@ from tpu_estimator.canned import v1 as _canned_v1
 from tpu_estimator.canned import v1_estimators as _v1_estimators
 from tpu_estimator.canned import v1_heads as _v1_heads
 from tpu_estimator.compat import tf_modules
+from tpu_estimator.distribute import tpu_embedding as _tpu_embedding
 from tpu_estimator import export as _export
 from tpu_estimator import keras_models as _keras_models
 
@@ -69,8 +70,6 @@ _CANNED = ('tpu_estimator provides the canned estimators DNN*, Linear*, DNNLinea
 _MISSING_HINTS = {
     'KMeans': 'as in the original, KMeans is tf.compat.v1.estimator.experimental.KMeans',
     'inputs': 'as in the original, the input helpers are in tf.compat.v1.estimator.inputs',
-    'EmbeddingConfigSpec': 'TPU embedding needs TPU hardware, which tpu_estimator does not '
-                           'drive; use tf.nn.embedding_lookup in model_fn',
     # As in the original, the RNN estimators are TF2-only experimental names (issue 30).
     'RNNClassifier': 'as in the original, it is tf.estimator.experimental.RNNClassifier',
     'RNNEstimator': 'as in the original, it is tf.estimator.experimental.RNNEstimator',
@@ -268,7 +267,8 @@ def build():
 
   def estimator_tree(name, qualname, with_inputs):
     tpu_ns = ns(name + '.tpu', qualname + '.tpu', tpu)
-    tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental', {})
+    tpu_ns.experimental = ns(name + '.tpu.experimental', qualname + '.tpu.experimental',
+                             {'EmbeddingConfigSpec': _tpu_embedding.EmbeddingConfigSpec})
     subs = {'export': ns(name + '.export', qualname + '.export', export),
             'experimental': ns(name + '.experimental', qualname + '.experimental',
                                _experimental_values(experimental, v1=with_inputs)),

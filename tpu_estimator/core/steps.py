@@ -88,9 +88,10 @@ def _replica_spec(plan, model_fn, features, labels, mode, captured):
   """`model_fn` on one replica, as a checked TPUEstimatorSpec; the first is kept in
   `captured['spec']` for the host side (host functions, hooks, scaffold_fn)."""
   # As one trace on a TPU: its own losses and update ops, and the TPU context's shard count
-  # (read by TPU-era programs: SimCLR's cross-replica batch norm and contrastive loss).
-  with replica_collections.own_collections(), \
-      _tf_internals.tpu_shard_context(plan.replicas.num_replicas):
+  # (read by TPU-era programs: SimCLR's cross-replica batch norm and contrastive loss), but
+  # not with an embedding_config_spec: its TPU embedding columns then look up as on a CPU.
+  shards = plan.replicas.num_replicas if plan.tpu_embedding is None else None
+  with replica_collections.own_collections(), _tf_internals.tpu_shard_context(shards):
     spec = model_fn_lib.tpu_spec_parts(_call(plan, model_fn, features, labels, mode))
   model_fn_lib.check_tpu_spec(spec, mode)
   captured.setdefault('spec', spec)

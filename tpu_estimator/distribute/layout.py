@@ -61,7 +61,8 @@ class Plan:
   step compiles is known once it is built (`xla.step_compiles`).  `distribute`: the Estimator
   with a strategy from its RunConfig (`train_distribute`/`eval_distribute`): `model_fn` runs
   once per replica on consecutive elements of the one dataset `input_fn` returns, one step per
-  `session.run` (core/strategy_steps.py)."""
+  `session.run` (core/strategy_steps.py).  `tpu_embedding`: TPUEstimator's
+  `embedding_config_spec` (its columns look up as on a CPU: distribute/tpu_embedding.py)."""
   mode: str
   replicas: object
   sharded: bool
@@ -76,6 +77,7 @@ class Plan:
   config: object
   xla: str = xla_lib.OFF
   distribute: bool = False
+  tpu_embedding: object = None
 
   @property
   def model_dir(self):
@@ -202,8 +204,9 @@ class Sharded(OneDevice):
   allow_tpu_spec = True
 
   def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu,
-               export_to_cpu=True, export_to_tpu=True):
+               export_to_cpu=True, export_to_tpu=True, tpu_embedding=None):
     super().__init__(params)
+    self.tpu_embedding = tpu_embedding  # the EmbeddingConfigSpec, or None
     self.export_to_cpu = export_to_cpu
     self.export_to_tpu = export_to_tpu
     self.use_tpu = use_tpu
@@ -246,7 +249,7 @@ class Sharded(OneDevice):
                 input_batch=input_batch, model_batch=model_batch, input_mode=input_mode,
                 model_params=params, allow_tpu_spec=self.allow_tpu_spec,
                 host_call_every_n=self.host_call_every_n, config=config, xla=xla,
-                distribute=strategy is not None)
+                distribute=strategy is not None, tpu_embedding=self.tpu_embedding)
 
   def _replicas(self, mode, config):
     if mode == ModeKeys.TRAIN:  # over every worker of a TF_CONFIG cluster, if there is one
