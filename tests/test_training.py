@@ -80,6 +80,34 @@ def test_best_exporter_keeps_only_improving_exports(tmp_path):
   assert calls == [(4, 8), (4, 12), (12, 16)]
 
 
+def test_best_exporter_on_a_uri_model_dir_across_restarts(tmp_path):
+  """A model_dir given as a URI (file://, as gs://) works with the exporters' listing and
+  collection (BLEURT's BestExporter stopped there).  A restarted process's first evaluation is
+  compared with the best in the event files while an export exists (a worse one is not
+  exported over it), and exported whatever it is when none does (as the original's first
+  export of a process)."""
+  x, y = h.make_data(96)
+  model_dir = 'file://' + str(tmp_path)
+  export_dir = tmp_path / 'export' / 'best_exporter'
+
+  def run(max_steps, improves):
+    est = te.Estimator(h.make_model_fn(), model_dir=model_dir, params={'batch_size': 16},
+                       config=te.EstimatorRunConfig(save_checkpoints_steps=4))
+    best = te.BestExporter(serving_input_receiver_fn=_receiver(), exports_to_keep=1,
+                           compare_fn=lambda best, current: improves)
+    te.train_and_evaluate(est, te.TrainSpec(h.dataset_input_fn(x, y), max_steps=max_steps),
+                          te.EvalSpec(h.dataset_input_fn(x, y, repeat=False), exporters=best,
+                                      throttle_secs=0))
+    return sorted(os.listdir(export_dir)) if export_dir.exists() else []
+
+  first = run(8, improves=True)  # steps 4 and 8 exported; exports_to_keep=1 keeps the newest
+  assert len(first) == 1
+  assert run(12, improves=False) == first  # restarted: step 12 is not better, not exported
+  for name in first:
+    tf.io.gfile.rmtree(str(export_dir / name))
+  assert len(run(16, improves=False)) == 1  # nothing exported yet here: step 16 is
+
+
 def test_best_exporter_default_compares_loss(tmp_path):
   exporter = te.BestExporter(serving_input_receiver_fn=_receiver())
   assert exporter._compare({'loss': 2.0}, {'loss': 1.0})

@@ -8,11 +8,9 @@ exporters on each result, and evaluates once more at the end.  With `TF_CONFIG`,
 until training is done.
 """
 import collections
-import glob
 import json
 import numbers
 import os
-import shutil
 import time
 
 import tensorflow as tf
@@ -119,13 +117,24 @@ class _SavedModelExporter(Exporter):
                                         checkpoint_path=checkpoint_path)
 
 
+def _exports_in(export_path):
+  """The timestamped exports under `export_path`, oldest first (any filesystem TensorFlow
+  reads: a local path or a URI such as gs://)."""
+  if not tf.io.gfile.isdir(export_path):
+    return []
+  names = [name.rstrip('/') for name in tf.io.gfile.listdir(export_path)]
+  return [name for _, name in sorted((int(n), n) for n in names if n.isdigit())]
+
+
 def _keep_newest(export_path, exports_to_keep):
   """Deletes all but the newest `exports_to_keep` timestamped exports under `export_path`."""
   if exports_to_keep is None:
     return
-  dirs = sorted((int(d), d) for d in os.listdir(export_path) if d.isdigit())
-  for _, old in dirs[:-exports_to_keep] if exports_to_keep else dirs:
-    shutil.rmtree(os.path.join(export_path, old), ignore_errors=True)
+  for old in _exports_in(export_path)[:-exports_to_keep]:
+    try:
+      tf.io.gfile.rmtree(os.path.join(export_path, old))
+    except tf.errors.NotFoundError:  # removed meanwhile (another evaluator's collection)
+      pass
 
 
 class FinalExporter(_SavedModelExporter):
@@ -165,7 +174,8 @@ def _loss_smaller(best_eval_result, current_eval_result):
 
 class BestExporter(_SavedModelExporter):
   """Exports only when the evaluation beats the best so far (`compare_fn(best, current)`;
-  default: smaller loss).  The best so far is first read from the eval event files."""
+  default: smaller loss).  The best so far is first read from the eval event files; the first
+  evaluation of a process is exported whatever it is when `export_path` holds no export yet."""
 
   def __init__(self, name='best_exporter', serving_input_receiver_fn=None,
                event_file_pattern='eval/*.tfevents.*', compare_fn=_loss_smaller,
@@ -183,7 +193,7 @@ class BestExporter(_SavedModelExporter):
 
   def _best_from_events(self, model_dir):
     best = None
-    for path in glob.glob(os.path.join(model_dir, self._pattern)):
+    for path in tf.io.gfile.glob(os.path.join(model_dir, self._pattern)):
       for event in _v1.train.summary_iterator(path):
         values = {v.tag: v.simple_value for v in event.summary.value if v.HasField('simple_value')}
         if not values:
@@ -198,9 +208,12 @@ class BestExporter(_SavedModelExporter):
     if not self._read_events:
       self._read_events = True
       self._best = self._best_from_events(estimator.model_dir)
-      if self._best is not None and self._best.get('global_step') == eval_result.get(
-          'global_step'):
-        self._best = None  # the event file already holds this very evaluation
+      if self._best is not None and (
+          self._best.get('global_step') == eval_result.get('global_step') or
+          not _exports_in(export_path)):
+        # The event file already holds this very evaluation, or nothing is exported here
+        # yet: export it, as the original's first export of a process.
+        self._best = None
     if self._best is not None and not self._compare(self._best, eval_result):
       return None
     self._best = dict(eval_result)
