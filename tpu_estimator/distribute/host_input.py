@@ -10,6 +10,7 @@ import tensorflow as tf
 from tpu_estimator.config import InputPipelineConfig
 from tpu_estimator.distribute import grouping
 from tpu_estimator.distribute import iterators
+from tpu_estimator.distribute import sparse_features
 from tpu_estimator.distribute.input_fn import check_result
 from tpu_estimator.distribute.input_fn import split_features_labels
 from tpu_estimator import errors
@@ -79,6 +80,12 @@ class HostInput:
         _why_not_grouped(results, num_replicas, group * micro_batches, uneven, rows,
                          input_mode)
     results = [check_result(r) for r in results]
+    # SparseTensors cross the sharded input as dense pairs (sparse_features.py).
+    self._sparse = (rows is not None or num_replicas > 1) and batch_axis is None and any(
+        isinstance(r, tf.data.Dataset) and sparse_features.has_sparse(r.element_spec)
+        for r in results)
+    if self._sparse:
+      results = [sparse_features.densify(r) for r in results]
     self.whole_static_steps = self._whole_static_steps(results)
     if self._splits_uneven():
       for result in results:
@@ -254,7 +261,8 @@ class HostInput:
     OutOfRangeError at the end of a dataset, which ends the run as in the original."""
     if self._tensors is not None:
       return split_features_labels(self._tensors)
-    return split_features_labels(self.iterators[0].get_next())
+    element = self.iterators[0].get_next()
+    return split_features_labels(sparse_features.rebuild(element) if self._sparse else element)
 
   def next_replica_inputs(self):
     """Builds the ops for one training step: `[(features, labels, rows)]`, one per replica.
@@ -356,13 +364,13 @@ class HostInput:
     host drops."""
     values = [v if len(v) == 3 else (v[0], v[1], None) for v in values]
     if len(values) == self._n:
-      return [(f, l, r if r is not None else _batch_size_of(f, self._axes(f, l)[0]))
-              for f, l, r in values]
+      return self._rebuilt([(f, l, r if r is not None else _batch_size_of(f, self._axes(f, l)[0]))
+                            for f, l, r in values])
     (features, labels, real), = values
     f_axes, l_axes = self._axes(features, labels)
     rows = _batch_size_of(features, f_axes) if real is None else real
     if self._mode == InputPipelineConfig.BROADCAST or self._n == 1:
-      return [(features, labels, rows)] * self._n
+      return self._rebuilt([(features, labels, rows)] * self._n)
     if self._uneven and not self._whole_static(features, f_axes):
       rows = self._checked_rows(rows)
       share = self._rows // self._n
@@ -386,7 +394,14 @@ class HostInput:
       lab = tf.nest.pack_sequence_as(labels, [p[i] for p in l_parts]) \
           if labels is not None else None
       out.append((f, lab, counts[i]))
-    return out
+    return self._rebuilt(out)
+
+  def _rebuilt(self, inputs):
+    """Each replica's `(features, labels, rows)` with its sparse features SparseTensors again."""
+    if not self._sparse:
+      return inputs
+    return [(sparse_features.rebuild(f), sparse_features.rebuild(lab), rows)
+            for f, lab, rows in inputs]
 
 
 def _iterator(dataset, device):
@@ -482,9 +497,9 @@ def _stand_in_like_spec(spec, empty=False):
       if type(s).__name__ == 'NoneTensorSpec':
         return None
       raise errors.type_error(
-          'input_fn elements must be dense tensors to be split over the shards.',
-          'Convert sparse or ragged features to dense ones in input_fn (tf.sparse.to_dense, '
-          'RaggedTensor.to_tensor).', element_spec=s)
+          'input_fn elements must be dense or sparse tensors to be split over the shards '
+          '(sparse ones without a batch_axis).', 'Convert ragged features to dense or sparse '
+          'ones in input_fn (RaggedTensor.to_tensor, .to_sparse()).', element_spec=s)
     if s.shape.rank is None:
       raise errors.value_error(
           'input_fn elements must have a known rank to be split over the shards.',
