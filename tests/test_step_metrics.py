@@ -106,7 +106,8 @@ def _one_element_a_replica(tmp_path, input_mode, metric_fn_of):
     def input_fn(params):
       dataset = h.dataset_input_fn(x, y, repeat=False, drop_remainder=True)(params)
       if input_mode == te.InputPipelineConfig.PER_SHARD_V1:
-        _, shard, shards = params['context'].current_input_fn_deployment()
+        _, shard, shards, fed = params['context'].current_input_fn_deployment()
+        assert fed == 1  # one shard's input per call
         dataset = dataset.shard(shards, shard)
       return dataset
     return est.evaluate(input_fn)

@@ -85,6 +85,25 @@ def test_params_as_hparams_get_the_batch_size_set_in_a_copy(tmp_path):
     _tpu_est(tmp_path, 2, model_fn, params=training.HParams(batch_size=8))
 
 
+@pytest.mark.parametrize('per_host,expected', [
+    (True, [('/cpu:0', 0, 1, 2)]),  # PER_HOST_V1: one call feeding the host's 2 shards
+    (te.InputPipelineConfig.PER_SHARD_V1, [('/cpu:0', 0, 2, 1), ('/cpu:0', 1, 2, 1)]),
+])
+def test_input_fn_deployment_as_the_original(tmp_path, per_host, expected):
+  """`params['context'].current_input_fn_deployment()` in input_fn: (host device, invocation
+  index, invocations, replicas this invocation feeds), the original's four values
+  (tensorflow/tpu's embedding sample unpacks them)."""
+  x, y = h.make_data(64)
+  seen, inner = [], h.dataset_input_fn(x, y)
+
+  def input_fn(params):
+    seen.append(params['context'].current_input_fn_deployment())
+    return inner(params)
+
+  _tpu_est(tmp_path, 2, per_host_input_for_training=per_host).train(input_fn, steps=1)
+  assert seen == expected
+
+
 def test_a_sharded_model_fn_gets_the_replicas_in_params_context(tmp_path):
   """As the original's model_fn on TPU: params['context'] says how many replicas there are;
   where the input goes is input_fn's to ask.  One device (use_tpu=False) has no context."""

@@ -167,16 +167,18 @@ class InputFnContext:
   worker of a cluster is a host (TPU programs shard their files by `num_hosts` and
   `current_host`)."""
 
-  def __init__(self, replicas, invocation_index, num_invocations, input_context):
+  def __init__(self, replicas, invocation_index, num_invocations, input_context,
+               replicas_fed=1):
     self.num_replicas = replicas.num_replicas
     self.num_hosts = replicas.num_workers
     self.current_host = replicas.worker_index
     self.num_of_replicas_per_host = replicas.local_replicas
     self.input_context = input_context
-    self._invocation = (invocation_index, num_invocations)
+    self._invocation = (invocation_index, num_invocations, replicas_fed)
 
   def current_input_fn_deployment(self):
-    """(host device, invocation index, number of invocations), as the original."""
+    """(host device, invocation index, number of invocations, replicas this invocation's
+    input feeds), as the original (tensorflow/tpu's embedding sample unpacks all four)."""
     return ('/cpu:0',) + self._invocation
 
 
@@ -327,6 +329,8 @@ class Sharded(OneDevice):
     per_shard = plan.input_mode == InputPipelineConfig.PER_SHARD_V1
     calls = replicas.local_replicas if per_shard else 1
     pipelines = replicas.num_replicas if per_shard else replicas.num_workers
+    fed = 1 if per_shard else replicas.num_replicas \
+        if plan.input_mode == InputPipelineConfig.BROADCAST else replicas.local_replicas
     results = []
     for index in range(calls):
       params = self._input_params(plan)
@@ -336,7 +340,7 @@ class Sharded(OneDevice):
           num_input_pipelines=pipelines, input_pipeline_id=pipeline_id,
           num_replicas_in_sync=replicas.num_replicas)
       set_param(params, CONTEXT_KEY, InputFnContext(replicas, pipeline_id, pipelines,
-                                                    input_context))
+                                                    input_context, fed))
       results.append(input_fn_lib.call_input_fn(input_fn, plan.mode, params, plan.config,
                                                 input_context=input_context))
     if not plan.sharded:
