@@ -122,9 +122,7 @@ class BinaryClassHead(_ClassHead):
 
   def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
     inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
-    inputs.update(float_labels=tf.cast(labels, tf.float32),
-                  class_ids=predictions[PredictionKeys.CLASS_IDS],
-                  logistic=predictions[PredictionKeys.LOGISTIC])
+    inputs['float_labels'] = tf.cast(labels, tf.float32)
     return inputs
 
   def _metric_entries(self):
@@ -186,11 +184,6 @@ class MultiClassHead(_ClassHead):
               PredictionKeys.PROBABILITIES: tf.nn.softmax(logits)}
     result.update(self._class_predictions(class_ids, tf.shape(logits)[0]))
     return {k: v for k, v in result.items() if keys is None or k in keys}
-
-  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
-    inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
-    inputs['class_ids'] = predictions[PredictionKeys.CLASS_IDS]
-    return inputs
 
   def _metric_entries(self):
     return [self._entry(MetricKeys.LOSS_MEAN, 'Mean', ['loss']),

@@ -129,9 +129,12 @@ class Head:
     raise NotImplementedError
 
   def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
-    """The tensors `_metric_entries` name, by name; subclasses add their own."""
-    del logits, predictions
-    return {'loss': unweighted_loss, 'weights': weights, 'labels': labels}
+    """The tensors `_metric_entries` name, by name: the predictions by their keys, `loss`,
+    `weights` and `labels`; subclasses add their own."""
+    del logits
+    inputs = dict(predictions)
+    inputs.update(loss=unweighted_loss, weights=weights, labels=labels)
+    return inputs
 
   def _export_outputs(self, predictions):
     raise NotImplementedError

@@ -106,8 +106,7 @@ class MultiLabelHead(head_base.Head):
     inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
     probabilities = predictions[PredictionKeys.PROBABILITIES]
     float_labels = tf.cast(labels, tf.float32)
-    inputs.update(probabilities=probabilities, float_labels=float_labels,
-                  all_weights=weights * tf.ones_like(probabilities))
+    inputs.update(float_labels=float_labels, all_weights=weights * tf.ones_like(probabilities))
     for class_id in self._class_ids_for_metrics:
       inputs['probabilities_%d' % class_id] = probabilities[:, class_id:class_id + 1]
       inputs['float_labels_%d' % class_id] = float_labels[:, class_id:class_id + 1]

@@ -52,11 +52,6 @@ class RegressionHead(head_base.Head):
                 PredictionKeys.LOGITS: logits}
     return {k: v for k, v in result.items() if keys is None or k in keys}
 
-  def _metric_inputs(self, labels, logits, predictions, unweighted_loss, weights):
-    inputs = super()._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
-    inputs['predictions'] = predictions[PredictionKeys.PREDICTIONS]
-    return inputs
-
   def _metric_entries(self):
     return [self._entry(MetricKeys.LOSS_MEAN, 'Mean', ['loss']),
             self._entry(MetricKeys.PREDICTION_MEAN, 'Mean', ['predictions']),

@@ -48,6 +48,16 @@ class _OptimizationParameters:
         '%s=%r' % item for item in sorted(vars(self).items())))
 
 
+_SHARED = ('learning_rate', 'use_gradient_accumulation', 'clip_weight_min', 'clip_weight_max',
+           'weight_decay_factor', 'multiply_weight_decay_factor_by_learning_rate',
+           'clip_gradient_min', 'clip_gradient_max')
+
+
+def _shared(arguments):
+  """The arguments every optimizer's parameters take, from a constructor's `locals()`."""
+  return {name: arguments[name] for name in _SHARED}
+
+
 def _at_least(name, value, low, inclusive=True):
   if value < low or (not inclusive and value == low):
     raise errors.value_error('%s must be %s %s.' % (name, '>=' if inclusive else '>', low),
@@ -61,9 +71,7 @@ class AdagradParameters(_OptimizationParameters):
                clip_weight_min=None, clip_weight_max=None, weight_decay_factor=None,
                multiply_weight_decay_factor_by_learning_rate=None, clip_gradient_min=None,
                clip_gradient_max=None):
-    super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min, clip_weight_max,
-                     weight_decay_factor, multiply_weight_decay_factor_by_learning_rate,
-                     clip_gradient_min, clip_gradient_max)
+    super().__init__(**_shared(locals()))
     _at_least('initial_accumulator', initial_accumulator, 0., inclusive=False)
     self.initial_accumulator = initial_accumulator
 
@@ -76,9 +84,7 @@ class AdamParameters(_OptimizationParameters):
                clip_weight_max=None, weight_decay_factor=None,
                multiply_weight_decay_factor_by_learning_rate=None, clip_gradient_min=None,
                clip_gradient_max=None):
-    super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min, clip_weight_max,
-                     weight_decay_factor, multiply_weight_decay_factor_by_learning_rate,
-                     clip_gradient_min, clip_gradient_max)
+    super().__init__(**_shared(locals()))
     for name, value in (('beta1', beta1), ('beta2', beta2)):
       if not 0. <= value < 1.:
         raise errors.value_error('%s must be in [0, 1).' % name, **{name: value})
@@ -99,9 +105,7 @@ class FtrlParameters(_OptimizationParameters):
                weight_decay_factor=None, multiply_weight_decay_factor_by_learning_rate=None,
                multiply_linear_by_learning_rate=False, beta=0, allow_zero_accumulator=False,
                clip_gradient_min=None, clip_gradient_max=None):
-    super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min, clip_weight_max,
-                     weight_decay_factor, multiply_weight_decay_factor_by_learning_rate,
-                     clip_gradient_min, clip_gradient_max)
+    super().__init__(**_shared(locals()))
     if learning_rate_power > 0.:
       raise errors.value_error('learning_rate_power must be <= 0.',
                                learning_rate_power=learning_rate_power)
@@ -126,9 +130,7 @@ class StochasticGradientDescentParameters(_OptimizationParameters):
                clip_weight_max=None, weight_decay_factor=None,
                multiply_weight_decay_factor_by_learning_rate=None, clip_gradient_min=None,
                clip_gradient_max=None):
-    super().__init__(learning_rate, use_gradient_accumulation, clip_weight_min, clip_weight_max,
-                     weight_decay_factor, multiply_weight_decay_factor_by_learning_rate,
-                     clip_gradient_min, clip_gradient_max)
+    super().__init__(**_shared(locals()))
 
 
 PARAMETERS = (AdagradParameters, AdamParameters, FtrlParameters,
