@@ -184,3 +184,47 @@ def test_py_func_metric_sees_each_step_once(tmp_path):
   est.train(h.dataset_input_fn(x, y), steps=1)
   est.evaluate(h.dataset_input_fn(x, y, repeat=False), steps=12)
   assert calls == [BATCH] * 9 + [4]
+
+
+class _PythonSum:
+  """A metric whose state is a Python list (as EfficientDet's COCO metric keeps detections)."""
+
+  def __init__(self):
+    self.rows = []
+
+  def update(self, values):
+    self.rows.extend(values.tolist())
+    return np.int64(0)
+
+  def result(self):
+    return np.float32(sum(self.rows) if self.rows else -1.)
+
+
+@pytest.mark.parametrize('shards', [1, 2])
+def test_a_metric_fn_with_python_state_gets_every_rows_update(tmp_path, shards):
+  """A metric_fn keeping its state in a Python object it makes (tf.numpy_function): its
+  values read the object every update reached, over grouped steps and a short last batch
+  (ours called metric_fn twice: the values read an object no update had reached, silently).
+  Called again, evaluate() starts from a new object (the graph is not kept)."""
+  x, y = h.make_data(ROWS - 4)
+  inner = h.make_model_fn(tpu=True)
+
+  def metric_fn(labels):
+    metric = _PythonSum()
+    update = tf.numpy_function(metric.update, [labels], tf.int64)
+    return {'python_sum': (tf.numpy_function(metric.result, [], tf.float32), update),
+            'mean': v1.metrics.mean(labels)}
+
+  def model_fn(features, labels, mode, params):
+    spec = inner(features, labels, mode, params)
+    if mode != te.ModeKeys.EVAL:
+      return spec
+    return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(metric_fn, [labels]))
+
+  est = te.TPUEstimator(model_fn, config=h.tpu_config(shards, 4, model_dir=str(tmp_path)),
+                        train_batch_size=BATCH, eval_batch_size=BATCH)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  for _ in range(2):
+    result = est.evaluate(h.dataset_input_fn(x, y, repeat=False))
+    np.testing.assert_allclose(result['python_sum'], y.sum(), rtol=1e-6)
+    np.testing.assert_allclose(result['mean'], y.mean(), rtol=1e-6)

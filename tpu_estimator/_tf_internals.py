@@ -92,6 +92,29 @@ def graph_function(graph, name):
   return graph._get_function(name)
 
 
+@contextlib.contextmanager
+def python_functions(reuse=()):
+  """Within: the Python functions `tf.numpy_function`, `py_func` and `py_function` register
+  (TensorFlow's wrappers around the user's function) are appended to the list this yields, in
+  order; while `reuse` (such a list) lasts, its functions are registered instead of the new
+  ones, so the ops run them (and the objects they hold).  (The registry's `insert`, where every
+  such op's token comes from.)  Checked on 2.16-2.21."""
+  from tensorflow.python.ops import script_ops  # pylint: disable=g-import-not-at-top
+  registry = script_ops._py_funcs  # pylint: disable=protected-access
+  remaining, made, insert = iter(list(reuse)), [], registry.insert
+
+  def inserting(function):
+    function = next(remaining, function)
+    made.append(function)
+    return insert(function)
+
+  registry.insert = inserting
+  try:
+    yield made
+  finally:
+    del registry.insert
+
+
 def called_function_names(node_def):
   """The names of the functions a node calls through its attributes (loop bodies, branches,
   called functions): what to look up with `graph_function` to walk a graph's functions.  (Public

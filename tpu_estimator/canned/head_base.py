@@ -75,8 +75,8 @@ def mean_pair(values, weights):
 
 
 # A `MetricEntry.class_name`: the best accuracy of always predicting one class, max(mean,
-# 1 - mean) of the label mean entry whose key is the entry's `args[0]` (a Keras `Mean` whose
-# total and count are derived from that entry's, as the original's).
+# 1 - mean) of the label mean entry whose key is the entry's `args[0]` (as an object, a Keras
+# `Mean` whose result is that, updated through its source's update).
 BASELINE = 'accuracy_baseline'
 
 
@@ -87,8 +87,8 @@ class MetricEntry(collections.namedtuple('MetricEntry', 'key name class_name kwa
   (and `weight`, None for none)."""
 
 
-def _baseline_of(total, count):
-  return tf.maximum(total, count - total), count
+def _baseline_of(label_mean):
+  return tf.maximum(label_mean, 1. - label_mean)
 
 
 class Head:
@@ -152,9 +152,8 @@ class Head:
     pairs, objects = {}, {}
     for entry in self._metric_entries():
       if entry.class_name == BASELINE:
-        source = objects[entry.args[0]]
-        total, count = _baseline_of(source.total, source.count)
-        pairs[entry.key] = tf.math.divide_no_nan(total, count), pairs[entry.args[0]][1]
+        mean, update = pairs[entry.args[0]]
+        pairs[entry.key] = _baseline_of(mean), update
         continue
       objects[entry.key] = keras_metric(entry.class_name, name=entry.name, **entry.kwargs)
       pairs[entry.key] = metric_pair(objects[entry.key], *[inputs[a] for a in entry.args],
@@ -187,10 +186,10 @@ class Head:
                                  self._weights(features, unweighted))
     for entry in self._metric_entries():
       metric = metric_of(eval_metrics, entry.key)
-      if entry.class_name == BASELINE:
+      if entry.class_name == BASELINE:  # updated through its source's update
         source = metric_of(eval_metrics, entry.args[0])
-        metric.add_update(tf.no_op())  # updated through its source's update
-        metric.total, metric.count = _baseline_of(source.total, source.count)
+        metric.add_update(tf.no_op())
+        metric.result = lambda source=source: _baseline_of(source.result())
       else:
         metric.update_state(*[inputs[a] for a in entry.args],
                             sample_weight=inputs.get(entry.weight))

@@ -62,6 +62,10 @@ _STATEFUL_RANDOM = frozenset([
 _STATEFUL_PREFIXES = ('Random', 'Stateful', 'MutableHashTable', 'MutableDenseHashTable',
                       'FIFOQueue', 'PaddingFIFOQueue', 'PriorityQueue')
 _NOT_STATEFUL = frozenset(['StatefulPartitionedCall'])
+# A Python function in the graph (`tf.numpy_function`, `py_func`, `py_function`; not inside a
+# dataset's functions) may keep state in Python objects, which a kept graph would carry into
+# the next call: a metric_fn's list of detections (EfficientDet's COCO metric).
+_PYTHON_STATE = frozenset(['PyFunc', 'PyFuncStateless', 'EagerPyFunc'])
 _DATASET_STATE = frozenset(['CacheDataset', 'CacheDatasetV2'])  # `_reusable`
 # Not registered as stateful, yet read what can change between runs (`_made_from_outside`,
 # `_reads_files`).
@@ -168,6 +172,8 @@ def why_not_kept(graph, scaffold, graph_hooks, roots, has_iterators, replicas,
   stateful = _stateful_op(graph, roots, unseeded_ok)
   if stateful:
     return 'a %s op keeps state between calls' % stateful
+  if any(op.type in _PYTHON_STATE for op in graph.get_operations()):
+    return 'a Python function (tf.numpy_function, py_func) may keep state between calls'
   return None
 
 

@@ -13,11 +13,17 @@ Here `metric_fn` is called twice in the graph, once for its values and once in a
 every tensor.  The second call gets the variables the first created (by creation order), so
 the loop's updates accumulate in the variables the values read; the first call's updates never
 run.
+
+A `metric_fn` may keep its state in Python objects it makes at each call (EfficientDet's COCO
+metric appends detections to a list through `tf.numpy_function` and computes AP from it):
+the second call's Python functions are the first call's too, by creation order, so the loop's
+updates reach the objects the values read.
 """
 import functools
 
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator import errors
 from tpu_estimator import specs
 
@@ -87,12 +93,14 @@ def per_step(metric_fn, tensors, sizes, rows, static):
     created.append(variable)
     return variable
 
-  with tf.compat.v1.variable_creator_scope(creating):  # the values' call: its updates never run
+  with _tf_internals.python_functions() as values_python, \
+      tf.compat.v1.variable_creator_scope(creating):  # the values' call: its updates never run
     first = tf.gather(tf.concat([steps, [0]], 0), 0)
     metrics = specs.call_metric_fn(metric_fn, step_tensors(first, static.lengths(True)))
 
   def update(step, full):
-    with tf.compat.v1.variable_creator_scope(_reusing(list(created))):
+    with _tf_internals.python_functions(reuse=values_python), \
+        tf.compat.v1.variable_creator_scope(_reusing(list(created))):
       updates = specs.call_metric_fn(metric_fn, step_tensors(step, static.lengths(full)))
     with tf.control_dependencies([op for _, op in updates.values()]):
       return tf.constant(0)
