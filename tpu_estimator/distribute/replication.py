@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.distribute import gpus as gpus_lib
+from tpu_estimator.distribute import replica_names
 from tpu_estimator.distribute import xla as xla_lib
 from tpu_estimator import errors
 from tpu_estimator.keras3 import naming as keras_naming
@@ -130,23 +131,29 @@ class Replicas:
     With one replica this is a plain call.  With several, the calls run under the strategy's
     scope and replica contexts, so optimizers aggregate gradients and every variable created
     (model variables, optimizer slots, in any mode) is mirrored and shared.  The replicas run
-    on threads of their own: the caller's Keras settings go with them.
+    on threads of their own: the caller's Keras settings go with them, and each names its
+    tf_keras objects as the first does (replica_names.py).
     """
     if self.strategy is None:
       return [fn(*per_replica_args[0])]
     values = _tf_internals.regroup([tuple(args) for args in per_replica_args])
     settings = keras_naming.thread_settings()
+    numbering = replica_names.Numbering()
 
     def call(args):
+      numbering.replica()
       with keras_naming.apply_settings(settings), self._watching_variables(), \
           _creators_in_init_scope():
         return fn(*args)
 
-    with self.strategy.scope(), \
-        _tf_internals.estimator_loss_scaling(self.strategy):
-      # Not through autograph: model_fn runs as written, and its errors keep their messages.
-      out = self.strategy.extended.call_for_each_replica(
-          tf.autograph.experimental.do_not_convert(call), args=(values,))
+    try:
+      with self.strategy.scope(), \
+          _tf_internals.estimator_loss_scaling(self.strategy):
+        # Not through autograph: model_fn runs as written, and its errors keep their messages.
+        out = self.strategy.extended.call_for_each_replica(
+            tf.autograph.experimental.do_not_convert(call), args=(values,))
+    finally:
+      numbering.close()
     return [_tf_internals.select_replica(i, out) for i in range(self.local_replicas)]
 
   def _watching_variables(self):
