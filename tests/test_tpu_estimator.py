@@ -158,6 +158,42 @@ def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
       cross_replica_sum(tf.constant(1.0), group_assignment=[[0], [1]])
 
 
+def test_cross_replica_batch_norm_trains_as_one_device(tmp_path):
+  """Batch statistics summed over the shards (TPU cross-replica batch normalization, as
+  EfficientNet and EfficientDet use): on 2 shards the sum's gradient is the sum of the
+  replicas' gradients, as the TPU op's, so training ends where one device does."""
+  from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel
+  x, y = h.make_data(64)
+
+  def normalized(t):
+    count = cross_replica.cross_replica_sum(tf.cast(tf.shape(t)[0], tf.float32))
+    mean = cross_replica.cross_replica_sum(tf.reduce_sum(t, 0)) / count
+    variance = cross_replica.cross_replica_sum(tf.reduce_sum(tf.square(t - mean), 0)) / count
+    return (t - mean) * tf.math.rsqrt(variance + 1e-3)
+
+  def model_fn(features, labels, mode, params):
+    del params
+    net = features['x']
+    for i in range(2):
+      net = tf.nn.relu(normalized(tf.matmul(net, v1.get_variable(
+          'w%d' % i, [net.shape[1], 8], initializer=v1.glorot_uniform_initializer(seed=i)))))
+    logits = tf.matmul(net, v1.get_variable('out', [8, h.NUM_CLASSES], initializer=v1.zeros_initializer()))
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.5)).minimize(
+        loss, v1.train.get_global_step())
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  kernels = []
+  for shards in (1, 2):
+    est = _tpu_est(tmp_path / str(shards), shards, model_fn)
+    est.train(h.dataset_input_fn(x, y), steps=8)
+    kernels.append([est.get_variable_value(n) for n in ('w0', 'w1', 'out')])
+  initial = v1.glorot_uniform_initializer(seed=0)([x.shape[1], 8]).numpy()
+  assert np.abs(kernels[0][0] - initial).max() > 1e-3  # it trained
+  for one, two in zip(*kernels):
+    np.testing.assert_allclose(two, one, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize('shards', [1, 2])
 def test_xla_replica_id_is_each_shards_index(tmp_path, shards):
   """XLA's replica_id() (SimCLR's contrastive loss offsets its labels by it), installed by

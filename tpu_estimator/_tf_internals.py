@@ -316,6 +316,12 @@ def select_replica(index, structure):
   return _distribute_utils.select_replica(index, structure)
 
 
+def uses_merge_call(strategy):
+  """Whether `strategy`'s replicas reduce through `merge_call` where the current graph is
+  built (all but a multi-GPU strategy's XLA-compiled replica function)."""
+  return strategy.extended._use_merge_call()
+
+
 def estimator_loss_scaling(strategy):
   """The context in which `strategy` (a MirroredStrategy) leaves losses unscaled by the number of
   replicas in v1 optimizers, as it did under tf.estimator: gradients are then averaged."""
