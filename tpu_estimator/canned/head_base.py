@@ -149,14 +149,14 @@ class Head:
   def _metrics(self, labels, logits, predictions, unweighted_loss, weights):
     """`{key: (value, update_op)}` of `_metric_entries`, for the EVAL spec."""
     inputs = self._metric_inputs(labels, logits, predictions, unweighted_loss, weights)
-    pairs, objects = {}, {}
+    pairs = {}
     for entry in self._metric_entries():
       if entry.class_name == BASELINE:
         mean, update = pairs[entry.args[0]]
         pairs[entry.key] = _baseline_of(mean), update
         continue
-      objects[entry.key] = keras_metric(entry.class_name, name=entry.name, **entry.kwargs)
-      pairs[entry.key] = metric_pair(objects[entry.key], *[inputs[a] for a in entry.args],
+      metric = keras_metric(entry.class_name, name=entry.name, **entry.kwargs)
+      pairs[entry.key] = metric_pair(metric, *[inputs[a] for a in entry.args],
                                      sample_weight=inputs.get(entry.weight))
     return pairs
 

@@ -144,12 +144,12 @@ class MultiHead(head_base.Head):
       specs = [h.create_estimator_spec(features, ModeKeys.EVAL, logits[h.name], labels[h.name])
                for h in self._heads]
       total = self._weighted([s.loss for s in specs])
-      if regularization_losses:
-        total = total + tf.add_n(list(regularization_losses))
       metrics = {}
       if regularization_losses:
+        regularization = tf.add_n(list(regularization_losses))
+        total = total + regularization
         metrics[self.metric_key(MetricKeys.LOSS_REGULARIZATION)] = head_base.mean_pair(
-            tf.add_n(list(regularization_losses)), None)
+            regularization, None)
       for head, spec in zip(self._heads, specs):
         metrics.update(spec.eval_metric_ops)
         metrics[self._loss_key(head)] = head_base.mean_pair(spec.loss, None)
