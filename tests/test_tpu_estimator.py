@@ -158,6 +158,41 @@ def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
       cross_replica_sum(tf.constant(1.0), group_assignment=[[0], [1]])
 
 
+def test_cross_replica_sum_within_groups_and_its_gradient(tmp_path):
+  """group_assignment (TPU batch normalization over groups of cores): each replica gets its
+  group's sum, and the gradient of a replica's input is the sum of its group's gradients, as
+  the TPU op's.  Replica k gives x = w * (k + 1), w = 1, and takes the loss s**2 / 2 of its
+  group's sum s: groups [[0, 1], [2, 3]] sum to 3 and 7, so replica k's gradient of w is
+  2 * s * (k + 1): 6, 12, 42, 56."""
+  from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel
+  x, y = h.make_data(64)
+  inner = h.make_model_fn(tpu=True)
+
+  def model_fn(features, labels, mode, params):
+    spec = inner(features, labels, mode, params)
+    w = v1.get_variable('w', [], initializer=v1.ones_initializer(), trainable=False)
+    if mode == te.ModeKeys.TRAIN:
+      return spec
+    k = tf.cast(cross_replica.replica_id(), tf.float32)
+    summed = cross_replica.cross_replica_sum(w * (k + 1.0), [[0, 1], [2, 3]])
+    gradient = tf.gradients(0.5 * tf.square(summed), w)[0]
+    rows = tf.shape(features['x'])[:1]
+    return te.TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(
+        lambda s, g: {'sum': v1.metrics.mean(s), 'gradient': v1.metrics.mean(g),
+                      'gradient_sq': v1.metrics.mean(tf.square(g))},
+        [tf.fill(rows, summed), tf.fill(rows, gradient)]))
+
+  est = _tpu_est(tmp_path, 4, model_fn)
+  est.train(h.dataset_input_fn(x, y), steps=1)
+  metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
+  assert metrics['sum'] == pytest.approx(5.0)  # 3 on replicas 0 and 1, 7 on 2 and 3
+  assert metrics['gradient'] == pytest.approx((6 + 12 + 42 + 56) / 4)
+  assert metrics['gradient_sq'] == pytest.approx((36 + 144 + 1764 + 3136) / 4)
+  with pytest.raises(ValueError, match='exactly once, in groups of one size'):
+    with tf.Graph().as_default():
+      cross_replica.cross_replica_sum(tf.constant(1.0), group_assignment=[[0, 1], [1]])
+
+
 def test_cross_replica_batch_norm_trains_as_one_device(tmp_path):
   """Batch statistics summed over the shards (TPU cross-replica batch normalization, as
   EfficientNet and EfficientDet use): on 2 shards the sum's gradient is the sum of the

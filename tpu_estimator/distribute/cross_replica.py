@@ -4,7 +4,9 @@
 TensorFlow's is the TPU-only `CrossReplicaSum` op (no CPU or GPU kernel).  Inside a TPUEstimator
 `model_fn` on a TPU it summed a tensor over the shards (TPU batch normalization, metrics summed
 over cores); here the replicas are a `tf.distribute` strategy's, and the sum is their
-all-reduce (with one replica, the tensor itself).  XLA's `replica_id()`
+all-reduce (with one replica, the tensor itself), or the sum within each group of replicas
+that `group_assignment` names (TPU batch normalization over groups of cores: one all-reduce of
+a stack holding each group's row).  XLA's `replica_id()`
 (`tensorflow.compiler.tf2xla.python.xla`, read by SimCLR's contrastive loss) is the
 `XlaReplicaId` op, compiled into a TPU's replicated computation; uncompiled on a CPU TensorFlow
 crashes the process on it, and compiled per replica it would be 0 in each.  Here it is the
@@ -25,25 +27,41 @@ _GRADIENT = 'TpuEstimatorCrossReplicaSum'
 
 
 def cross_replica_sum(x, group_assignment=None, name=None):
-  """The sum of `x` over the replicas, given to each replica, as on a TPU."""
+  """The sum of `x` over the replicas, given to each replica, as on a TPU; with
+  `group_assignment` (lists of replica indices, all of one size, each replica in one), the sum
+  over the replicas of the caller's group."""
   context = _replica_context(
       'cross_replica_sum sums over the replicas, so it is called by each replica (inside '
       'model_fn), not in a cross-replica context.', x=x)
   count = context.num_replicas_in_sync
-  if group_assignment is not None and not _all_in_one_group(group_assignment, count):
-    raise errors.value_error(
-        '`group_assignment` (sums within sub-groups of TPU cores) is not supported: the sum is '
-        'over all %d replicas.' % count, 'Pass group_assignment=None.',
-        group_assignment=group_assignment)
+  groups = _groups(group_assignment, count)
   with tf.name_scope(name or 'CrossReplicaSum'):
     if count == 1:
       return tf.identity(x)
     x = tf.convert_to_tensor(x)
-    if not _tf_internals.uses_merge_call(context.strategy):  # compiled on GPUs: TensorFlow's
-      return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
-    summed = context.merge_call(_reduce, args=(x,))
-    with tf.compat.v1.get_default_graph().gradient_override_map({'IdentityN': _GRADIENT}):
-      return tf.raw_ops.IdentityN(input=[summed, x])[0]
+    if groups is None:
+      return _sum(context, x)
+    # Each replica puts `x` in its group's row of a stack, zeros in the others: the stack
+    # summed over all replicas holds every group's sum.
+    group_of = [0] * count
+    for index, members in enumerate(groups):
+      for replica in members:
+        group_of[replica] = index
+    replica = tf.cast(context.replica_id_in_sync_group, tf.int32)
+    group = tf.gather(tf.constant(group_of, tf.int32), replica)
+    rows = tf.equal(tf.range(len(groups)), group)
+    rows = tf.reshape(rows, tf.concat([[len(groups)], tf.ones_like(tf.shape(x))], 0))
+    stacked = tf.where(rows, x[tf.newaxis], tf.zeros_like(x)[tf.newaxis])
+    return tf.gather(_sum(context, stacked), group)
+
+
+def _sum(context, x):
+  """The sum over all replicas; its gradient (registered below) the replicas' gradients'."""
+  if not _tf_internals.uses_merge_call(context.strategy):  # compiled on GPUs: TensorFlow's
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
+  summed = context.merge_call(_reduce, args=(x,))
+  with tf.compat.v1.get_default_graph().gradient_override_map({'IdentityN': _GRADIENT}):
+    return tf.raw_ops.IdentityN(input=[summed, x])[0]
 
 
 def _reduce(strategy, value):
@@ -54,7 +72,7 @@ def _sum_gradient(op, grad, _):
   """The gradient of `op` (the sum's IdentityN): the replicas' `grad`s summed, to the replica's
   own input."""
   del op
-  return [None, cross_replica_sum(tf.convert_to_tensor(grad))]
+  return [None, _sum(tf.distribute.get_replica_context(), tf.convert_to_tensor(grad))]
 
 
 try:
@@ -81,8 +99,20 @@ def _replica_context(what, **received):
   return context
 
 
-def _all_in_one_group(group_assignment, count):
+def _groups(group_assignment, count):
+  """`group_assignment` as lists of replica indices, checked as the TPU op checked it; None
+  where it is one group of all `count` replicas (or not given)."""
+  if group_assignment is None:
+    return None
   try:
-    return len(group_assignment) == 1 and sorted(group_assignment[0]) == list(range(count))
-  except TypeError:
-    return False
+    groups = [[int(r) for r in members] for members in group_assignment]
+  except (TypeError, ValueError):
+    groups = None
+  members = sorted(r for g in groups or () for r in g)
+  if not groups or members != list(range(count)) or len({len(g) for g in groups}) != 1:
+    raise errors.value_error(
+        '`group_assignment` must list every replica (0..%d) exactly once, in groups of one '
+        'size.' % (count - 1),
+        'Pass lists of replica indices, e.g. [[0, 1], [2, 3]] for 4 replicas, or None to sum '
+        'over all of them.', group_assignment=group_assignment)
+  return None if len(groups) == 1 else groups
