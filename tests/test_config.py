@@ -326,14 +326,26 @@ def test_num_shards_numpy_int_accepted():
   assert te.TPUConfig(num_shards=np.int32(2)).num_shards == 2
 
 
-def test_num_cores_per_replica():
+def test_model_parallelism_settings_checked_as_the_original():
+  """num_cores_per_replica and input_partition_dims are taken where the original took them
+  (a program's TPU layout; off a TPU each replica runs whole on one device) and refused where
+  it refused them."""
   assert te.TPUConfig(num_cores_per_replica=1).num_cores_per_replica == 1
-  with pytest.raises(ValueError, match=_match('num_cores_per_replica',
-                                              'num_cores_per_replica=2')):
-    te.TPUConfig(num_cores_per_replica=2)  # model parallelism: TPU only
+  assert te.TPUConfig(num_cores_per_replica=128).num_cores_per_replica == 128
+  dims = [[1, 2, 1, 1], [1, 2, 1]]
+  config = te.TPUConfig(num_cores_per_replica=4, input_partition_dims=dims,
+                        per_host_input_for_training=IPC.PER_HOST_V2)
+  assert config.input_partition_dims == dims
   with pytest.raises(ValueError, match=_match('num_cores_per_replica',
                                               'num_cores_per_replica=3')):
     te.TPUConfig(num_cores_per_replica=3)
+  with pytest.raises(ValueError, match='only supported with PER_HOST_V2'):
+    te.TPUConfig(num_cores_per_replica=4, input_partition_dims=dims)
+  with pytest.raises(ValueError, match='requires `num_cores_per_replica`'):
+    te.TPUConfig(input_partition_dims=dims, per_host_input_for_training=IPC.PER_HOST_V2)
+  with pytest.raises(ValueError, match='one or two elements'):
+    te.TPUConfig(num_cores_per_replica=4, input_partition_dims=[[1], [1], [1]],
+                 per_host_input_for_training=IPC.PER_HOST_V2)
 
 
 @pytest.mark.parametrize('value,mode', [

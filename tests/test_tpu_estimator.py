@@ -158,6 +158,27 @@ def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
       cross_replica_sum(tf.constant(1.0), group_assignment=[[0], [1]])
 
 
+def test_model_parallel_settings_run_each_replica_whole(tmp_path):
+  """A program's TPU model parallelism (tensorflow/tpu's UNet 3D cloud configs: spatial
+  partitioning over 16 cores a replica) runs with each replica whole on one device: num_shards
+  replicas, the results of the same run without those settings."""
+  x, y = h.make_data(64)
+  kernels = []
+  for name, extra in (('plain', {}), ('partitioned', dict(
+      num_cores_per_replica=4, input_partition_dims=[[1, 4], [1]]))):
+    config = te.RunConfig(model_dir=str(tmp_path / name), tf_random_seed=1,
+                          tpu_config=te.TPUConfig(
+                              iterations_per_loop=4, num_shards=2,
+                              per_host_input_for_training=te.InputPipelineConfig.PER_HOST_V2,
+                              **extra))
+    est = te.TPUEstimator(h.make_model_fn(tpu=True), config=config, train_batch_size=16)
+    est.train(h.dataset_input_fn(x, y), steps=4)
+    kernels.append({n: est.get_variable_value(n) for n in est.get_variable_names()})
+  assert kernels[0].keys() == kernels[1].keys()
+  for name, value in kernels[0].items():
+    np.testing.assert_allclose(kernels[1][name], value, rtol=1e-6)
+
+
 def test_cross_replica_sum_within_groups_and_its_gradient(tmp_path):
   """group_assignment (TPU batch normalization over groups of cores): each replica gets its
   group's sum, and the gradient of a replica's input is the sum of its group's gradients, as

@@ -335,7 +335,7 @@ class InputPipelineConfig:
 _INPUT_MODES = (InputPipelineConfig.PER_SHARD_V1, InputPipelineConfig.PER_HOST_V1,
                 InputPipelineConfig.PER_HOST_V2, InputPipelineConfig.BROADCAST)
 _IPL_PATTERN = re.compile(r'^(\d+)([smh])$')
-_VALID_CORES_PER_REPLICA = (1, 2, 4, 8, 16)
+_VALID_CORES_PER_REPLICA = (1, 2, 4, 8, 16, 32, 64, 128)  # the original's
 
 
 def parse_iterations_per_loop(value):
@@ -380,22 +380,28 @@ def _check_update_settings(gradient_accumulation_steps, precision):
         gradient_accumulation_steps=gradient_accumulation_steps)
 
 
-def _check_model_parallelism(num_cores_per_replica, input_partition_dims):
-  """TPU model parallelism is refused by name: this build drives no TPU hardware."""
-  if num_cores_per_replica is not None:
-    if num_cores_per_replica not in _VALID_CORES_PER_REPLICA:
-      raise errors.value_error(
-          '`num_cores_per_replica` must be one of %s.' % (_VALID_CORES_PER_REPLICA,),
-          num_cores_per_replica=num_cores_per_replica)
-    if num_cores_per_replica != 1:
-      raise errors.value_error(
-          'Model parallelism (`num_cores_per_replica` > 1) needs TPU hardware, which this '
-          'build does not drive.', 'Use num_cores_per_replica=None or 1.',
-          num_cores_per_replica=num_cores_per_replica)
-  if input_partition_dims is not None:
-    raise errors.value_error('`input_partition_dims` (spatial partitioning) needs TPU '
-                             'model parallelism, which this build does not drive.',
-                             'Leave input_partition_dims=None.',
+def _check_model_parallelism(num_cores_per_replica, input_partition_dims, input_mode):
+  """Model parallelism's settings, checked as the original checked them.  Off a TPU each
+  replica runs whole on one device, so they change no result (layout.py says so once)."""
+  if num_cores_per_replica is not None and \
+      num_cores_per_replica not in _VALID_CORES_PER_REPLICA:
+    raise errors.value_error(
+        '`num_cores_per_replica` must be one of %s.' % (_VALID_CORES_PER_REPLICA,),
+        num_cores_per_replica=num_cores_per_replica)
+  if input_partition_dims is None:
+    return
+  if not hasattr(input_partition_dims, '__len__') or len(input_partition_dims) not in (1, 2):
+    raise errors.value_error(
+        '`input_partition_dims` must be a list of one or two elements: the partition dims of '
+        'the features, and of the labels.', input_partition_dims=input_partition_dims)
+  if input_mode != InputPipelineConfig.PER_HOST_V2:
+    raise errors.value_error(
+        '`input_partition_dims` is only supported with PER_HOST_V2 input.',
+        'Pass per_host_input_for_training=InputPipelineConfig.PER_HOST_V2.',
+        per_host_input_for_training=input_mode)
+  if num_cores_per_replica is None:
+    raise errors.value_error('`input_partition_dims` requires `num_cores_per_replica`.',
+                             'Set num_cores_per_replica to the cores one replica spans.',
                              input_partition_dims=input_partition_dims)
 
 
@@ -433,7 +439,6 @@ class TPUConfig(
     _check_xla(xla)
     _check_update_settings(gradient_accumulation_steps, precision)
     errors.check_positive_int('num_shards', num_shards, allow_none=True)
-    _check_model_parallelism(num_cores_per_replica, input_partition_dims)
     if not isinstance(per_host_input_for_training, bool) and \
         per_host_input_for_training not in _INPUT_MODES:
       raise errors.value_error(
@@ -452,6 +457,8 @@ class TPUConfig(
       per_host_input_for_training = InputPipelineConfig.PER_HOST_V1
     elif per_host_input_for_training is False:
       per_host_input_for_training = InputPipelineConfig.PER_SHARD_V1
+    _check_model_parallelism(num_cores_per_replica, input_partition_dims,
+                             per_host_input_for_training)
     if tpu_job_name is not None and not isinstance(tpu_job_name, str):
       raise errors.type_error('`tpu_job_name` must be a string.', tpu_job_name=tpu_job_name)
     return super().__new__(

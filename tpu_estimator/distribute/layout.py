@@ -9,6 +9,7 @@ the global batch is split over the replicas.
 """
 import copy
 import dataclasses
+import logging
 
 import tensorflow as tf
 
@@ -23,6 +24,7 @@ from tpu_estimator import errors
 from tpu_estimator.specs import ModeKeys
 from tpu_estimator.updates import accumulation
 
+_log = logging.getLogger('tpu_estimator')
 BATCH_SIZE_KEY = 'batch_size'
 CONTEXT_KEY = 'context'
 RESERVED_PARAMS_KEYS = (BATCH_SIZE_KEY, CONTEXT_KEY)
@@ -217,6 +219,11 @@ class Sharded(OneDevice):
     self.batch_axis = batch_axis
     self.eval_on_tpu = eval_on_tpu
     self.host_call_every_n = tpu_config.experimental_host_call_every_n_steps
+    if use_tpu and (tpu_config.num_cores_per_replica or 1) > 1:
+      _log.info('TPUConfig(num_cores_per_replica=%d%s): a replica spanning TPU cores runs whole '
+                'on one device here; num_shards counts the replicas, as on a TPU.',
+                tpu_config.num_cores_per_replica, ', input_partition_dims=...' if
+                tpu_config.input_partition_dims is not None else '')
 
   def plan(self, mode, config, compile_loop=True):
     sharded = self.use_tpu and (mode != ModeKeys.EVAL or self.eval_on_tpu)
