@@ -158,6 +158,45 @@ def test_cross_replica_sum_sums_over_the_shards(tmp_path, shards):
       cross_replica_sum(tf.constant(1.0), group_assignment=[[0], [1]])
 
 
+def test_layer_regularizers_on_shards_train_as_one_device(tmp_path):
+  """A v1 layer's weight regularizer (tf.compat.v1.layers, tf-slim's layers: tensorflow/models'
+  object detection) is added once, by the first shard, which makes the weights: every shard's
+  loss now takes it on its own copy of the weights (the others' gradients missed it, and on
+  2 shards weight decay was halved, silently). An activity regularizer, which each shard adds
+  for itself, counts once a shard (the second shard counted the first's too)."""
+  from tf_keras.api._v1.keras import __internal__ as keras_v1  # pylint: disable=import-outside-toplevel
+  x, _ = h.make_data(64)
+  y = x[:, :1] * 2.0
+
+  def model_fn(features, labels, mode, params):
+    del params
+    dense = keras_v1.legacy.layers.dense
+    net = dense(features['x'], 4, kernel_regularizer=lambda w: 0.5 * tf.reduce_sum(w * w),
+                # the layer divides it by the shard's batch: each shard's mean of the sums
+                activity_regularizer=lambda a: 0.1 * tf.reduce_sum(a * a),
+                kernel_initializer=v1.glorot_uniform_initializer(seed=1))
+    out = dense(net, 1, kernel_regularizer=lambda w: 0.5 * tf.reduce_sum(w * w),
+                kernel_initializer=v1.glorot_uniform_initializer(seed=2))
+    loss = v1.losses.mean_squared_error(labels, out) + v1.losses.get_regularization_loss()
+    if mode == te.ModeKeys.EVAL:
+      return te.TPUEstimatorSpec(mode, loss=loss)
+    train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.1)).minimize(
+        loss, v1.train.get_global_step())
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  weights, losses = [], []
+  for shards in (1, 2):
+    est = _tpu_est(tmp_path / str(shards), shards, model_fn)
+    input_fn = h.dataset_input_fn(x, y.astype(np.float32))
+    est.train(input_fn, steps=4)
+    weights.append({n: est.get_variable_value(n) for n in est.get_variable_names()})
+    losses.append(est.evaluate(input_fn, steps=2)['loss'])
+  assert weights[0].keys() == weights[1].keys()
+  np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+  for name, value in weights[0].items():
+    np.testing.assert_allclose(weights[1][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_model_parallel_settings_run_each_replica_whole(tmp_path):
   """A program's TPU model parallelism (tensorflow/tpu's UNet 3D cloud configs: spatial
   partitioning over 16 cores a replica) runs with each replica whole on one device: num_shards

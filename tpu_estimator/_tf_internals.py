@@ -75,6 +75,14 @@ def global_step_read():
 # --- Graphs and ops ---------------------------------------------------------------------
 
 
+def copy_op(op, inputs):
+  """A new op in the current graph like `op` (its type and attributes, without the private
+  ones such as colocation) on `inputs`."""
+  attrs = {name: value for name, value in op.node_def.attr.items() if not name.startswith('_')}
+  return _v1.get_default_graph()._create_op_internal(
+      op.type, inputs, [t.dtype for t in op.outputs], attrs=attrs, name=op.type)
+
+
 def control_outputs(op):
   """The ops that have `op` as a control input (the reverse of `op.control_inputs`)."""
   return op._control_outputs

@@ -11,9 +11,13 @@ moving averages.
 
 `own_collections()` around a replica's `model_fn` call records which replica added each entry
 of those collections and hides the other replicas' entries from its reads.  Entries added
-outside the replicas (before or after) are seen by all; so are the variables' collections and
-`REGULARIZATION_LOSSES` (variables and their regularizers are made once, by the first
-replica, and shared).  The plain Estimator's `train_distribute` keeps TensorFlow's shared
+outside the replicas (before or after) are seen by all; so are the variables' collections.
+`REGULARIZATION_LOSSES`: a replica sees its own entries and those added outside the replicas;
+another replica's entry is given to it rebuilt on its own copies of the variables where it
+reads only variables (a weight regularizer, which the first replica alone adds, as it alone
+makes the variables: replica_regularizers.py), and hidden where it reads anything else (an
+activity regularizer, which each replica adds for itself: the second replica counted the
+first's too).  The plain Estimator's `train_distribute` keeps TensorFlow's shared
 collections, as the original's did.
 """
 import contextlib
@@ -22,6 +26,8 @@ import weakref
 
 import tensorflow as tf
 
+from tpu_estimator.distribute import replica_regularizers
+
 _v1 = tf.compat.v1
 # MOVING_AVERAGE_VARIABLES: `ExponentialMovingAverage.apply(var_list)` adds its variables
 # there, and tensorflow/tpu's MobileNet and Inception v3 pass it
@@ -29,9 +35,12 @@ _v1 = tf.compat.v1
 # first replica's entries again, and the replicas' updates of the averages disagreed in number.
 PER_REPLICA = (_v1.GraphKeys.LOSSES, _v1.GraphKeys.UPDATE_OPS,
                _v1.GraphKeys.MOVING_AVERAGE_VARIABLES)
+_REGULARIZATION = _v1.GraphKeys.REGULARIZATION_LOSSES
+_RECORDED = PER_REPLICA + (_REGULARIZATION,)
 
 _local = threading.local()  # .replica: the replica whose model_fn this thread is building
 _owners = weakref.WeakKeyDictionary()  # graph -> {(collection, id(entry)): replica}
+_rebuilt = weakref.WeakKeyDictionary()  # graph -> {(id(loss), replica): (loss, its copy)}
 _installed = []
 
 
@@ -48,21 +57,44 @@ def _install():
   get, add = tf.Graph.get_collection, tf.Graph.add_to_collection
 
   def add_to_collection(graph, name, value):  # add_to_collections calls it too
-    if name in PER_REPLICA and _replica() is not None:
+    if name in _RECORDED and _replica() is not None:
       _owners.setdefault(_outermost(graph), {})[(name, id(value))] = _replica()
     return add(graph, name, value)
 
   def get_collection(graph, name, scope=None):
     items = get(graph, name, scope)
     me = _replica()
-    if me is None or name not in PER_REPLICA:
+    if me is None or name not in _RECORDED:
       return items
     owners = _owners.get(_outermost(graph), {})
+    if name == _REGULARIZATION:
+      return _regularization_losses(graph, items, owners, me)
     return [item for item in items if owners.get((name, id(item)), me) == me]
 
   tf.Graph.add_to_collection = add_to_collection
   tf.Graph.get_collection = get_collection
   _installed.append(True)
+
+
+def _regularization_losses(graph, items, owners, me):
+  """`items` of REGULARIZATION_LOSSES as replica `me` sees them (see the module's doc)."""
+  rebuilt = _rebuilt.setdefault(_outermost(graph), {})
+  seen = []
+  for item in items:
+    if not isinstance(item, tf.Tensor):  # get_variable's lazy loss: made again where read
+      seen.append(item)
+      continue
+    key = (id(item), me)
+    if key not in rebuilt:
+      rebuilt[key] = (item, replica_regularizers.for_replica(item, me))
+    if rebuilt[key][1] is not None:  # a weight regularizer, on this replica's copies
+      seen.append(rebuilt[key][1])
+      continue
+    # tf_keras adds its layers' losses through get_collection_ref: no owner recorded.
+    owner = owners.get((_REGULARIZATION, id(item)))
+    if (replica_regularizers.maker(item) if owner is None else owner) == me:
+      seen.append(item)
+  return seen
 
 
 def _outermost(graph):
