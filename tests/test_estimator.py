@@ -213,6 +213,10 @@ def test_arguments_the_original_took(tmp_path, data):
   tpu = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(
       tmp_path / 'tpu')), train_batch_size=16, use_tpu=0, export_to_tpu=np.bool_(False))
   assert tpu._use_tpu is False  # pylint: disable=protected-access
+  # None is false, as the original read it (object detection's model_lib passes it)
+  tpu = te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(
+      tmp_path / 'tpu')), train_batch_size=16, use_tpu=True, export_to_tpu=None)
+  assert tpu._use_tpu is True and tpu._layout.export_to_tpu is False  # pylint: disable=protected-access
   with pytest.raises(TypeError, match="use_tpu='False'"):
     te.TPUEstimator(h.make_model_fn(tpu=True), config=h.tpu_config(1, model_dir=str(tmp_path)),
                     train_batch_size=16, use_tpu='False')

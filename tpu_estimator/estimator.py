@@ -879,8 +879,11 @@ def _hook_tensors(hooks):
 
 
 def _flag(name, value):
-  """A bool argument: True/False, a numpy bool, or 1/0 (the original read them as truth
-  values); anything else (a string such as 'False' would read as true) is refused."""
+  """A bool argument: True/False, a numpy bool, 1/0 or None (the original read them as truth
+  values: tensorflow/models' object detection passes export_to_tpu=None); anything else (a
+  string such as 'False' would read as true) is refused."""
+  if value is None:
+    return False
   if isinstance(value, (bool, np.bool_)) or (errors.is_int(value) and value in (0, 1)):
     return bool(value)
   raise errors.type_error('`%s` must be a bool.' % name, **{name: value})
