@@ -345,6 +345,33 @@ def test_hooks_listeners_and_default_summaries(tmp_path, data):
   assert {'loss', 'global_step/sec'} <= tags
 
 
+def test_image_metrics_written_as_image_summaries(tmp_path, data, caplog):
+  """An eval metric whose value is a serialized Summary (object detection's side-by-side
+  detection images) is written as its values, tagged `<key>/<i>`, as the original wrote it (not
+  as a string tensor TensorBoard cannot show), and kept out of the results' log line."""
+  def model_fn(features, labels, mode, params):
+    spec = h.make_model_fn()(features, labels, mode, params)
+    if mode != te.ModeKeys.EVAL:
+      return spec
+    metrics = dict(spec.eval_metric_ops, detections=(
+        v1.summary.image('detections', tf.zeros([1, 4, 4, 3], tf.uint8), collections=[]),
+        tf.no_op()))
+    return spec._replace(eval_metric_ops=metrics)
+
+  est = te.Estimator(model_fn, model_dir=str(tmp_path), params={'batch_size': 16})
+  est.train(h.dataset_input_fn(*data), steps=1)
+  with caplog.at_level('INFO', logger='tensorflow'):
+    results = est.evaluate(h.dataset_input_fn(*data, repeat=False))
+  assert isinstance(results['detections'], bytes)
+  saved = [r.getMessage() for r in caplog.records if 'Saving dict' in r.getMessage()]
+  assert saved and 'detections' not in saved[0] and 'loss = ' in saved[0]
+  values = {}
+  for path in glob.glob(str(tmp_path / 'eval' / 'events.out.tfevents.*')):
+    for event in v1.train.summary_iterator(path):
+      values.update((v.tag, v) for v in event.summary.value)
+  assert values['detections/0'].image.width == 4 and 'detections' not in values
+
+
 def test_model_fn_must_return_spec_and_loss_metric_reserved(tmp_path, data):
   est = te.Estimator(lambda features, labels, mode: 'nope', model_dir=str(tmp_path))
   with pytest.raises(TypeError, match='EstimatorSpec'):

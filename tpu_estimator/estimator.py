@@ -10,6 +10,7 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 
 from tpu_estimator import _tf_internals
 from tpu_estimator.checkpoints import lock as model_dir_lock
@@ -525,7 +526,8 @@ class Estimator:
     finally:
       self._keep_or_close(entry, kept)
     _log.info('Saving dict for global step %d: %s', results[_v1.GraphKeys.GLOBAL_STEP],
-              ', '.join('%s = %s' % kv for kv in sorted(results.items())))
+              ', '.join('%s = %s' % kv for kv in sorted(results.items())
+                        if not isinstance(kv[1], bytes)))  # (a summary's bytes: an image's)
     return results
 
   def _compiled_run(self, session, fetches, first):
@@ -958,15 +960,21 @@ def _row_maker(count):
 
 
 def _write_eval_summary(eval_dir, results, checkpoint):
-  """Writes each scalar result at the checkpoint's global step into `eval_dir`."""
+  """Writes the results at the checkpoint's global step into `eval_dir`, as the original:
+  scalars as scalars, a serialized `Summary` (an image metric's) as its values tagged
+  `<key>/<i>`, other bytes and arrays as tensors."""
   summary = _v1.Summary()
   for key, value in results.items():
-    if key == _v1.GraphKeys.GLOBAL_STEP:
+    if key == _v1.GraphKeys.GLOBAL_STEP or value is None:
       continue
     if isinstance(value, (np.floating, float, np.integer, int, np.bool_, bool)) or \
         getattr(value, 'ndim', None) == 0:
       summary.value.add(tag=key, simple_value=float(value))
-    elif isinstance(value, bytes):
+    elif isinstance(value, bytes) and (values := _summary_values(value)):
+      for index, item in enumerate(values):
+        item.tag = '%s/%d' % (key, index)
+        summary.value.append(item)
+    elif isinstance(value, (bytes, np.ndarray)):
       summary.value.add(tag=key).tensor.CopyFrom(tf.make_tensor_proto(value))
   writer = _v1.summary.FileWriterCache.get(eval_dir)
   writer.add_summary(summary, int(results[_v1.GraphKeys.GLOBAL_STEP]))
@@ -975,6 +983,14 @@ def _write_eval_summary(eval_dir, results, checkpoint):
                          tensor=tf.make_tensor_proto(checkpoint.encode('utf-8')))
   writer.add_summary(path_summary, int(results[_v1.GraphKeys.GLOBAL_STEP]))
   writer.flush()
+
+
+def _summary_values(serialized):
+  """The values of a serialized `Summary` (none where `serialized` is not one)."""
+  try:
+    return list(_v1.Summary.FromString(serialized).value)
+  except message.DecodeError:
+    return []
 
 
 class TPUEstimator(Estimator):
