@@ -295,7 +295,7 @@ def _resolver_env(monkeypatch, **values):
   return cluster_resolver
 
 
-@pytest.mark.parametrize('tpu', [None, '', b''])
+@pytest.mark.parametrize('tpu', [None, '', b'', [None]])  # a list of one: as TF 1.x took it
 def test_resolver_with_no_tpu_logs_once_and_resolves_locally(monkeypatch, tpu):
   cluster_resolver = _resolver_env(monkeypatch)
   records = []

@@ -40,6 +40,8 @@ class TPUClusterResolver(_tpu_lib.TPUClusterResolver):
   environment) resolves to the local machine instead of raising."""
 
   def __init__(self, tpu=None, zone=None, project=None, job_name='worker', *args, **kwargs):
+    if isinstance(tpu, (list, tuple)) and len(tpu) == 1:  # TF 1.x took a list of one TPU
+      tpu = tpu[0]  # (object detection's model_tpu_main: `tpu=[FLAGS.tpu_name]`)
     self.resolved_locally = _no_tpu_named(tpu)
     if self.resolved_locally:
       tf.get_logger().info(LOCAL_MESSAGE, tpu, ', '.join(TPU_ENV_VARIABLES))
