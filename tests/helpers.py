@@ -97,6 +97,20 @@ def make_model_fn(tpu=False, learning_rate=0.1, cross_shard=False, optimizer='sg
   return model_fn
 
 
+def adagrad_classifier_spec(mode, labels, logits):
+  """A TPUEstimatorSpec classifying `labels` from `logits`: Adagrad(0.5) across the shards in
+  TRAIN, accuracy in EVAL."""
+  loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+  if mode == te.ModeKeys.TRAIN:
+    optimizer = te.CrossShardOptimizer(tf.compat.v1.train.AdagradOptimizer(0.5))
+    return te.TPUEstimatorSpec(mode, loss=loss, train_op=optimizer.minimize(
+        loss, tf.compat.v1.train.get_global_step()))
+  return te.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
+      lambda labels, logits: {
+          'acc': tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))},
+      [labels, logits]))
+
+
 def tpu_config(num_shards=None, iterations_per_loop=4, model_dir=None, **kwargs):
   per_host = kwargs.pop('per_host_input_for_training', True)
   xla = kwargs.pop('xla', None)

@@ -31,14 +31,7 @@ def _model_fn(features, labels, mode, params):
   # One layer per column, none named: dense_features, dense_features_1.
   net = tf.concat([keras.layers.DenseFeatures([c])(features) for c in columns], 1)
   logits = keras.layers.Dense(3, kernel_initializer=keras.initializers.glorot_uniform(2))(net)
-  loss = _v1.losses.sparse_softmax_cross_entropy(labels, logits)
-  if mode == te.ModeKeys.TRAIN:
-    optimizer = te.CrossShardOptimizer(_v1.train.AdagradOptimizer(0.5))
-    return te.TPUEstimatorSpec(mode, loss=loss, train_op=optimizer.minimize(
-        loss, _v1.train.get_global_step()))
-  return te.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
-      lambda labels, logits: {'acc': _v1.metrics.accuracy(labels, tf.argmax(logits, 1))},
-      [labels, logits]))
+  return h.adagrad_classifier_spec(mode, labels, logits)
 
 
 def test_v1_dense_features_on_two_shards_train_as_one_device(tmp_path):

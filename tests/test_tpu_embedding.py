@@ -64,14 +64,7 @@ def _model_fn(features, labels, mode, params):
   net = tf_keras.layers.DenseFeatures(params['columns'])(features)
   logits = tf_keras.layers.Dense(3, kernel_initializer=tf_keras.initializers.GlorotUniform(
       seed=2))(net)
-  loss = _v1.losses.sparse_softmax_cross_entropy(labels, logits)
-  if mode == te.ModeKeys.TRAIN:
-    optimizer = te.CrossShardOptimizer(_v1.train.AdagradOptimizer(0.5))
-    return te.TPUEstimatorSpec(mode, loss=loss, train_op=optimizer.minimize(
-        loss, _v1.train.get_global_step()))
-  return te.TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
-      lambda labels, logits: {'acc': _v1.metrics.accuracy(labels, tf.argmax(logits, 1))},
-      [labels, logits]))
+  return h.adagrad_classifier_spec(mode, labels, logits)
 
 
 def _estimator(tmp_path, name, use_tpu, num_shards, **spec_kwargs):

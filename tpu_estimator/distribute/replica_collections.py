@@ -68,7 +68,7 @@ def _install():
       return items
     owners = _owners.get(_outermost(graph), {})
     if name == _REGULARIZATION:
-      return _regularization_losses(graph, items, owners, me)
+      return _regularization_losses(items, owners, me)
     return [item for item in items if owners.get((name, id(item)), me) == me]
 
   tf.Graph.add_to_collection = add_to_collection
@@ -76,9 +76,9 @@ def _install():
   _installed.append(True)
 
 
-def _regularization_losses(graph, items, owners, me):
+def _regularization_losses(items, owners, me):
   """`items` of REGULARIZATION_LOSSES as replica `me` sees them (see the module's doc)."""
-  rebuilt = _rebuilt.setdefault(_outermost(graph), {})
+  rebuilt = _rebuilt.setdefault(_v1.get_default_graph(), {})  # where the copies are made
   seen = []
   for item in items:
     if not isinstance(item, tf.Tensor):  # get_variable's lazy loss: made again where read
