@@ -345,6 +345,39 @@ def test_hooks_listeners_and_default_summaries(tmp_path, data):
   assert {'loss', 'global_step/sec'} <= tags
 
 
+def test_tpu_estimator_global_step_is_a_resource_variable_off_the_tpu(tmp_path):
+  """The original TPUEstimator made its global step a resource variable, also with
+  use_tpu=False where resource variables are off (TF 1.x programs under
+  disable_v2_behavior()), and a learning rate read from it in the step that increments it
+  (BERT's and UDA's `tf.group(apply, global_step.assign_add(1))`) got the step before the
+  increment: lr 0, 1, ... 5 over 6 steps move w by -15 (a reference variable's read came
+  after the increment, unordered: -21 to -20). The Estimator's stays as the scope says."""
+  def model_fn(features, labels, mode, params):
+    del labels, params
+    step = v1.train.get_or_create_global_step()
+    kinds.append(step.op.type)
+    w = v1.get_variable('w', [], initializer=v1.zeros_initializer())
+    loss = tf.reduce_mean(features['x'][:, 0]) * 0.0 + w
+    optimizer = v1.train.GradientDescentOptimizer(tf.cast(step, tf.float32))
+    train_op = tf.group(optimizer.apply_gradients([(tf.constant(1.0), w)]),
+                        step.assign(step + 1))
+    return te.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  kinds = []
+  x, y = h.make_data(16)
+  v1.disable_resource_variables()
+  try:
+    est = te.TPUEstimator(model_fn, config=h.tpu_config(1, 1, model_dir=str(tmp_path / 'tpu')),
+                          use_tpu=False, train_batch_size=4)
+    est.train(h.dataset_input_fn(x, y), max_steps=6)
+    te.Estimator(model_fn, model_dir=str(tmp_path / 'est'), params={'batch_size': 4}).train(
+        h.dataset_input_fn(x, y), steps=1)
+  finally:
+    v1.enable_resource_variables()
+  assert kinds == ['VarHandleOp', 'VariableV2']
+  assert est.get_variable_value('w') == -15.0
+
+
 def test_image_metrics_written_as_image_summaries(tmp_path, data, caplog):
   """An eval metric whose value is a serialized Summary (object detection's side-by-side
   detection images) is written as its values, tagged `<key>/<i>`, as the original wrote it (not

@@ -142,7 +142,8 @@ class Estimator:
       if mode == ModeKeys.TRAIN:
         device_fn = self._config.device_fn or getattr(plan.replicas, 'device_fn', None)
       with graph.device(device_fn) if device_fn else contextlib.nullcontext():
-        with plan.replicas.scope():
+        with plan.replicas.scope(), _v1.variable_scope(
+            _v1.get_variable_scope(), use_resource=self._layout.resource_global_step or None):
           global_step = _v1.train.get_or_create_global_step(graph)
         saving.cache_global_step_read(global_step)
         host_input = self._layout.host_input(input_fn, plan)

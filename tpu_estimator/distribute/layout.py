@@ -126,6 +126,7 @@ class OneDevice:
   """The plain Estimator: one device (or a RunConfig strategy's replicas), `params` passed as
   given, one step per `session.run`."""
   allow_tpu_spec = False
+  resource_global_step = False  # the global step's kind follows the variable scope
   host_call_every_n = 1
 
   def __init__(self, params):
@@ -206,6 +207,10 @@ class ModelFnContext:
 class Sharded(OneDevice):
   """TPUEstimator's layout over `replication.make_replicas(num_shards)`."""
   allow_tpu_spec = True
+  # The original TPUEstimator made its global step a resource variable in every mode, also
+  # with use_tpu=False under disable_v2_behavior(), where schedules read it unordered with
+  # its increment (google-research/uda, BERT): a reference variable's read came after.
+  resource_global_step = True
 
   def __init__(self, params, use_tpu, batch_sizes, tpu_config, batch_axis, eval_on_tpu,
                export_to_cpu=True, export_to_tpu=True, tpu_embedding=None):
