@@ -59,13 +59,23 @@ def _sum(context, x):
   """The sum over all replicas; its gradient (registered below) the replicas' gradients'."""
   if not _tf_internals.uses_merge_call(context.strategy):  # compiled on GPUs: TensorFlow's
     return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
-  summed = context.merge_call(_reduce, args=(x,))
+  summed, = all_summed(context, [x])
   with tf.compat.v1.get_default_graph().gradient_override_map({'IdentityN': _GRADIENT}):
     return tf.raw_ops.IdentityN(input=[summed, x])[0]
 
 
-def _reduce(strategy, value):
-  return strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
+def all_summed(context, values):
+  """Each of `values` (tensors or IndexedSlices) summed over the replicas, in every replica,
+  with no gradient of its own: `ReplicaContext.all_reduce` without its `tf.custom_gradient`,
+  which walks the graph back from the sums through every replica's ops."""
+  if not _tf_internals.uses_merge_call(context.strategy):  # compiled on GPUs: TensorFlow's
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, list(values))
+  return list(context.merge_call(_reduce, args=tuple(values)))
+
+
+def _reduce(strategy, *values):
+  return strategy.extended.batch_reduce_to(
+      tf.distribute.ReduceOp.SUM, [(value, value) for value in values])
 
 
 def _sum_gradient(op, grad, _):

@@ -79,14 +79,15 @@ def _install():
 def _regularization_losses(items, owners, me):
   """`items` of REGULARIZATION_LOSSES as replica `me` sees them (see the module's doc)."""
   rebuilt = _rebuilt.setdefault(_v1.get_default_graph(), {})  # where the copies are made
-  seen = []
+  seen, copies = [], None
   for item in items:
     if not isinstance(item, tf.Tensor):  # get_variable's lazy loss: made again where read
       seen.append(item)
       continue
     key = (id(item), me)
     if key not in rebuilt:
-      rebuilt[key] = (item, replica_regularizers.for_replica(item, me))
+      copies = copies or replica_regularizers.copies_for(me)
+      rebuilt[key] = (item, replica_regularizers.for_replica(item, copies))
     if rebuilt[key][1] is not None:  # a weight regularizer, on this replica's copies
       seen.append(rebuilt[key][1])
       continue

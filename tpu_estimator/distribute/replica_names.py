@@ -57,7 +57,7 @@ class Numbering:
   counters back."""
 
   def __init__(self):
-    self._start = None  # the first replica's counters as it started, per graph
+    self._start = None  # the first replica's counters as it started
     self._graph = None
     self._installed = None
     self._entered = 0

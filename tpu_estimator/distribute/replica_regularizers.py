@@ -9,9 +9,9 @@ weight decay came out at half its strength, silently (tensorflow/models' object 
 `get_variable(regularizer=...)` adds a lazy tensor, made again where it is read, which did not
 have the problem.
 
-`for_replica(loss, index)` copies the ops between the loss and the variables it reads, with
-replica `index`'s copies of those variables in place of any other replica's, in the current
-graph (the loss itself where it reads replica `index`'s already).  A loss that reads anything
+`for_replica(loss, copies_for(index))` copies the ops between the loss and the variables it
+reads, with replica `index`'s copies of those variables in place of any other replica's, in the
+current graph (the loss itself where it reads replica `index`'s already).  A loss that reads anything
 but variables and constants (an activity regularizer, made from the replica's own inputs, which
 each replica adds for itself) gives None; `maker(loss)` then says which replica made it.
 """
@@ -28,13 +28,11 @@ class _NotWeightsOnly(Exception):
   pass
 
 
-def for_replica(loss, index):
-  """`loss` computed from replica `index`'s copies of the mirrored variables it reads, or
-  None where it reads anything else."""
-  copies = _copies(loss.graph, index)
-  memo = {}
+def for_replica(loss, copies):
+  """`loss` computed from the variable copies `copies` (from `copies_for`) maps it to, or None
+  where it reads anything but variables and constants."""
   try:
-    return _rebuilt(loss, copies, memo)
+    return _rebuilt(loss, copies, {})
   except _NotWeightsOnly:
     return None
 
@@ -46,10 +44,11 @@ def maker(loss):
   return int(found.group(1)) if found else 0
 
 
-def _copies(graph, index):
+def copies_for(index):
   """{every replica's variable tensor (handle, or ref) -> replica `index`'s (the variable's
   own where the replicas share one)}, with the placeholders a loop body's graph captured them
-  as."""
+  as (in the current graph)."""
+  graph = tf.compat.v1.get_default_graph()
   copies = {}
   for variable in tf.compat.v1.global_variables() + tf.compat.v1.local_variables():
     values = getattr(variable, 'values', None) or (variable,)  # one copy: the replicas share it

@@ -30,6 +30,7 @@ import contextlib
 import tensorflow as tf
 
 from tpu_estimator import _tf_internals
+from tpu_estimator.distribute import cross_replica
 from tpu_estimator.updates import interceptor
 
 _v1 = tf.compat.v1
@@ -133,7 +134,7 @@ def apply(optimizer, grads_and_vars, global_step=None, name=None):
     return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
   context = tf.distribute.get_replica_context()
   if _per_replica(optimizer, root):
-    pairs = _summed_pairs(pairs, _all_summed(context, present))
+    pairs = _summed_pairs(pairs, cross_replica.all_summed(context, present))
     with applying.entered(), _own_names(pairs):
       return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
 
@@ -144,16 +145,6 @@ def apply(optimizer, grads_and_vars, global_step=None, name=None):
       return optimizer.apply_gradients(pairs, global_step=global_step, name=name)
 
   return context.merge_call(once, args=(pairs, global_step, name))
-
-
-def _all_summed(context, gradients):
-  """Each of `gradients` summed over the replicas, in every replica: the all-reduce of
-  `ReplicaContext.all_reduce` without its gradient, whose `tf.custom_gradient` walks the graph
-  back from the sums through every replica's ops (seconds for a deep model)."""
-  if not _tf_internals.uses_merge_call(context.strategy):  # compiled on GPUs: TensorFlow's
-    return context.all_reduce(_SUM, gradients)
-  return context.merge_call(lambda strategy, *values: strategy.extended.batch_reduce_to(
-      _SUM, [(value, value) for value in values]), args=tuple(gradients))
 
 
 def _scaled(gradient, factor):
