@@ -294,3 +294,27 @@ def test_same_names_shapes_and_values_as_tf_slims_own_layers():
   np.testing.assert_allclose(our_out, slim_out, rtol=1e-4, atol=1e-4)
   for ours, theirs in zip(our_stats, slim_stats):
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+
+
+def test_arg_scope_is_shared_with_the_layers_slim_nets_call():
+  """TF 1.x had one conv2d for tf.contrib.layers, slim and slim.nets: an arg_scope over the
+  program's slim.conv2d sets the defaults of the nets' layers (tf_slim's), and the other way."""
+  import tf_slim  # pylint: disable=import-outside-toplevel
+
+  def build():
+    images = tf.zeros([2, 8, 8, 3])
+    with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm,
+                        weights_regularizer=slim.l2_regularizer(1e-4)):
+      tf_slim.layers.conv2d(images, 4, 3, scope='net')  # as tf_slim.nets.inception builds
+    with tf_slim.arg_scope([tf_slim.layers.conv2d, tf_slim.layers.fully_connected],
+                           normalizer_fn=tf_slim.layers.batch_norm, activation_fn=None):
+      slim.conv2d(images, 4, 3, scope='head')
+      out = slim.fully_connected(tf.constant([[-1.0, -2.0]]), 1, scope='fc',
+                                 weights_initializer=tf.ones_initializer())
+    return out
+  out, graph = _run(build)
+  names = _names(graph)
+  assert 'net/BatchNorm/moving_mean' in names and 'net/biases' not in names
+  assert 'head/BatchNorm/moving_mean' in names and 'head/biases' not in names
+  assert len(graph.get_collection(v1.GraphKeys.REGULARIZATION_LOSSES)) == 1
+  assert out[0, 0] == 0.0  # batch-normalized over a batch of one, no relu

@@ -25,10 +25,26 @@ from tpu_estimator.compat.contrib import slim_loader
 from tpu_estimator import errors
 
 try:  # arg_scope support when tf_slim (the `[legacy]` extra) is installed.
-  from tf_slim.ops.arg_scope import add_arg_scope
+  from tf_slim.ops.arg_scope import add_arg_scope as _add_arg_scope
+  from tf_slim.layers import layers as _slim_layers
 except ImportError:  # pragma: no cover - depends on the environment
-  def add_arg_scope(func):
+  _slim_layers = None
+
+  def _add_arg_scope(func):
     return func
+
+
+def add_arg_scope(func):
+  """tf_slim's `add_arg_scope`, keyed as tf_slim's layer of the same name.  TF 1.x had one
+  function for `tf.contrib.layers.conv2d`, `slim.conv2d` and the layer tf.contrib.slim's nets
+  call, so an `arg_scope` over any of them set the defaults of all: a program's
+  `slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm)` around an Inception of
+  `slim.nets` (tf_slim's layers), and a net's own arg_scope around the program's layers."""
+  twin = getattr(_slim_layers, func.__name__, None)
+  key = getattr(twin, '_key_op', None)
+  if key is not None:
+    func._key_op = key  # pylint: disable=protected-access  (read by tf_slim's arg_scope)
+  return _add_arg_scope(func)
 
 _v1 = tf.compat.v1
 _keys = _v1.GraphKeys
