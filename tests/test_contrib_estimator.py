@@ -49,6 +49,31 @@ def test_clip_gradients_by_norm_limits_the_step():
   np.testing.assert_allclose(est.get_variable_value('w'), [[0.5]], atol=1e-6)
 
 
+@pytest.mark.parametrize('shards', [1, 2])
+def test_clip_gradients_by_norm_clips_the_shards_mean_gradient(shards):
+  """Under CrossShardOptimizer the clipped gradient is the shards' mean, as TF 1.x clipped in
+  apply_gradients: the halves' gradients -10 and -50 (mean -30, norm clipped to 20) move w by
+  0.01 * 20 on any number of shards (clipping each shard's part of the mean, -5 and -25,
+  moved it by 0.25 on 2)."""
+  def model_fn(features, labels, mode, params):
+    del params
+    w = _v1.get_variable('w', [1, 1], initializer=_v1.zeros_initializer())
+    loss = tf.reduce_mean(tf.square(tf.matmul(features['x'], w) - labels))
+    optimizer = te.CrossShardOptimizer(contrib_estimator.clip_gradients_by_norm(
+        _v1.train.GradientDescentOptimizer(0.01), clip_norm=20.))
+    return te.TPUEstimatorSpec(mode, loss=loss,
+                               train_op=optimizer.minimize(loss, _v1.train.get_global_step()))
+
+  def input_fn(params):
+    return _input_fn().unbatch().batch(params['batch_size'], drop_remainder=True)
+
+  config = te.RunConfig(model_dir=tempfile.mkdtemp(prefix='contrib_clip_'),
+                        tpu_config=te.TPUConfig(iterations_per_loop=1, num_shards=shards))
+  est = te.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=4)
+  est.train(input_fn, max_steps=1)
+  np.testing.assert_allclose(est.get_variable_value('w'), [[0.2]], atol=1e-6)
+
+
 def test_add_metrics_adds_metric_fn_results_to_evaluate():
   def metric_fn(labels, predictions, features):
     return {'mae': _v1.metrics.mean_absolute_error(labels, predictions['y']),

@@ -107,20 +107,23 @@ def forward_features(estimator, keys=None, sparse_default_values=None):
 
 class _ClippedOptimizer(_wrapping.Wrapping):
   """A TF1 optimizer that clips the gradients of another to a global norm, then applies them
-  with it (its slots and variables are the inner optimizer's)."""
+  with it (its slots and variables are the inner optimizer's).  It clips in `apply_gradients`,
+  as TF 1.x did: under `CrossShardOptimizer` that is the shards' aggregated gradient (a step
+  as long as on one shard), not each shard's."""
+  WRAPS_INNER = False  # its apply_gradients changes the gradients (updates/shard_sum.py)
 
   def __init__(self, optimizer, clip_norm):
     super().__init__(optimizer, 'ClipByNorm' + optimizer.get_name())
     self._clip_norm = clip_norm
 
   def compute_gradients(self, *args, **kwargs):
-    pairs = self._opt.compute_gradients(*args, **kwargs)
+    return self._opt.compute_gradients(*args, **kwargs)
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    pairs = list(grads_and_vars)
     grads, variables = zip(*pairs) if pairs else ((), ())
     clipped, _ = tf.clip_by_global_norm(list(grads), self._clip_norm)
-    return list(zip(clipped, variables))
-
-  def apply_gradients(self, *args, **kwargs):
-    return self._opt.apply_gradients(*args, **kwargs)
+    return self._opt.apply_gradients(list(zip(clipped, variables)), global_step, name)
 
 
 def clip_gradients_by_norm(optimizer, clip_norm):
