@@ -48,3 +48,35 @@ def test_v1_dense_features_on_two_shards_train_as_one_device(tmp_path):
   assert 'dense_features_1/b_embedding/embedding_weights' in names
   np.testing.assert_allclose(two['loss'], one['loss'], rtol=1e-5)
   assert two['acc'] == one['acc'] and two['global_step'] == 10
+
+
+def _scoped_adam_model_fn(features, labels, mode, params):
+  del params
+  w = _v1.get_variable('w', [2, 1])
+  loss = tf.reduce_mean(tf.square(tf.matmul(features, w) - labels))
+  with _v1.variable_scope('training'):  # as tf_slim's optimize_loss(name='training')
+    optimizer = te.CrossShardOptimizer(_v1.train.AdamOptimizer(0.1))
+    train_op = optimizer.minimize(loss, _v1.train.get_global_step())
+  return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _ones_input_fn(params):
+  x = np.ones([8, 2], np.float32)
+  return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(
+      params['batch_size'], drop_remainder=True)
+
+
+def test_optimizer_variables_are_named_as_on_one_device_and_resume_on_other_shards(tmp_path):
+  """An Adam built under a variable scope on 2 shards names its non-slot variables as on one
+  device (TensorFlow's merge_call re-entered the scope: `training/training/beta1_power`), so the
+  model_dir goes on with 1 shard."""
+  for shards, steps in ((2, 1), (1, 2)):
+    config = h.tpu_config(num_shards=shards, iterations_per_loop=1, model_dir=str(tmp_path))
+    est = te.TPUEstimator(_scoped_adam_model_fn, config=config, use_tpu=True,
+                          train_batch_size=8)
+    est.train(_ones_input_fn, max_steps=steps)
+    assert sorted(est.get_variable_names()) == [
+        'global_step', 'training/beta1_power', 'training/beta2_power', 'training/w/Adam',
+        'training/w/Adam_1', 'w']
+  np.testing.assert_allclose(est.get_variable_value('training/beta1_power'), 0.9 ** 3,
+                             rtol=1e-6)

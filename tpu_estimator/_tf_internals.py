@@ -18,6 +18,7 @@ import tensorflow as tf
 from tensorflow.python.client import pywrap_tf_session as _pywrap_tf_session
 from tensorflow.python.client import session as _session
 from tensorflow.python.distribute import distribute_utils as _distribute_utils
+from tensorflow.python.distribute import mirrored_run as _mirrored_run
 from tensorflow.python.framework import kernels as _kernels
 from tensorflow.python.framework import meta_graph as _meta_graph
 from tensorflow.python.lib.io import file_io as _file_io
@@ -322,6 +323,39 @@ def select_replica(index, structure):
   """Replica `index`'s values of a nest of per-replica values (what
   `strategy.experimental_local_results` does for one value)."""
   return _distribute_utils.select_replica(index, structure)
+
+
+_MERGE_IN_CALLERS_SCOPE = '_tpu_estimator_merge_in_callers_scope'
+_tf_merge_call = _mirrored_run._MirroredReplicaContext._merge_call
+
+
+def merge_in_callers_name_scope(strategy):
+  """Marks `strategy` (a MirroredStrategy or CentralStorageStrategy of ours): a `merge_call`
+  from one of its replicas runs its function in the calling replica's name scope.  TensorFlow
+  runs it there and then re-enters the caller's variable scope, which opens a name scope of
+  that scope's last name inside it: under `variable_scope('training')` an Adam's non-slot
+  variables became `training/training/beta1_power` on several replicas, `training/beta1_power`
+  on one (and on a TPU), so a model_dir could not go on with another number of shards.
+  (`_MirroredReplicaContext._merge_call`, the private class of both strategies' replica
+  threads, is wrapped below; other strategies keep TensorFlow's names, as the original's
+  Estimator had them.)"""
+  setattr(strategy, _MERGE_IN_CALLERS_SCOPE, True)
+
+
+def _merge_call(context, fn, args, kwargs):
+  if not getattr(context._strategy, _MERGE_IN_CALLERS_SCOPE, False):
+    return _tf_merge_call(context, fn, args, kwargs)
+  graph = tf.compat.v1.get_default_graph()
+  scope = graph.get_name_scope()
+
+  def in_callers_scope(*merge_args, **merge_kwargs):
+    with graph.name_scope(scope + '/' if scope else ''):
+      return fn(*merge_args, **merge_kwargs)
+
+  return _tf_merge_call(context, in_callers_scope, args, kwargs)
+
+
+_mirrored_run._MirroredReplicaContext._merge_call = _merge_call
 
 
 def uses_merge_call(strategy):

@@ -61,6 +61,8 @@ class Replicas:
       reduce = tf.distribute.ReductionToOneDevice() if logical_gpus else None
       self.strategy = tf.distribute.MirroredStrategy(devices=list(self.devices),
                                                      cross_device_ops=reduce)
+    if self.strategy is not None and not self.given_strategy:  # names as on one device
+      _tf_internals.merge_in_callers_name_scope(self.strategy)
 
   @property
   def one_computation(self):
