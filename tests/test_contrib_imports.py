@@ -105,7 +105,7 @@ def test_tf1_internal_estimator_paths_map_to_ours(runs, mode):
   report = _report(runs, mode)
   paths = {k: v for k, v in report.items() if k.startswith('estimator/')}
   missing = paths.pop('estimator/missing')
-  assert len(paths) == 7 and {k: v for k, v in paths.items() if v is not True} == {}
+  assert len(paths) == 8 and {k: v for k, v in paths.items() if v is not True} == {}
   assert missing.startswith('ERROR ModuleNotFoundError')
   assert 'tensorflow.python.estimator.canned.boosted_trees' in missing
   assert 'not among them' in missing and 'Running legacy programs' in missing

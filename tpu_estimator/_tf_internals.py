@@ -441,6 +441,13 @@ def deprecation_notices_enabled():
   return _deprecation._PRINT_DEPRECATION_WARNINGS
 
 
+def deprecation_decorators():
+  """TensorFlow's `deprecated`, `deprecated_args` and `deprecated_arg_values` decorators
+  (`tensorflow.python.util.deprecation`), which TF 1.x exported as `tf.contrib.framework`'s."""
+  return {name: getattr(_deprecation, name)
+          for name in ('deprecated', 'deprecated_args', 'deprecated_arg_values')}
+
+
 def set_deprecation_notices_enabled(enabled):
   """Turns them on or off (`deprecation.silence()` does not restore the switch when its body
   raises, nor when two threads are inside it)."""

@@ -107,6 +107,12 @@ DEEP = {
                               'ok = inception_v3_base.__module__'),
     'opt': ('from tensorflow.contrib.opt.python.training import weight_decay_optimizers\n'
             'ok = weight_decay_optimizers.AdamWOptimizer is tf.contrib.opt.AdamWOptimizer'),
+    # tf_slim's, from its package (tensor2tensor's optimize.py and attention_lm.py)
+    'layers.optimize_loss': ('from tensorflow.contrib.layers import optimize_loss, '
+                             'OPTIMIZER_CLS_NAMES\n'
+                             'ok = callable(optimize_loss) and "Adam" in OPTIMIZER_CLS_NAMES'),
+    'framework.deprecated': ('from tensorflow.contrib.framework import deprecated\n'
+                             'ok = deprecated(None, "Use g.")(lambda: 3)() == 3'),
 }
 for name, statement in DEEP.items():
   check('deep/' + name, statement)
@@ -125,6 +131,10 @@ ESTIMATOR = {
                'ok = export.ServingInputReceiver is te.export.ServingInputReceiver'),
     'estimator_lib': ('from tensorflow.python.estimator import estimator_lib\n'
                       'ok = estimator_lib.TrainSpec is te.TrainSpec'),
+    # TF <= 2.15 served the original's TPU modules there too (mesh_tensorflow)
+    'tpu_paths': ('from tensorflow.python.tpu import tpu_estimator, tpu_config\n'
+                  'ok = (tpu_estimator.TPUEstimator is te.TPUEstimator and '
+                  'tpu_config.TPUConfig is te.TPUConfig)'),
     'canned': ('from tensorflow.python.estimator.canned import dnn, metric_keys\n'
                'from tensorflow.python.estimator.head import binary_class_head\n'
                'ok = (dnn.DNNClassifierV2 is te.DNNClassifier and metric_keys.MetricKeys is '

@@ -300,6 +300,11 @@ def build():
       ns(name, name, values)
   for name in ('tensorflow_estimator', 'tensorflow_estimator.python'):
     ns(name, name, {})
+  # TensorFlow <= 2.15 also served the original's TPU modules under its own package
+  # (mesh_tensorflow imports `tensorflow.python.tpu.tpu_estimator` at module level).
+  for name in ('tpu_estimator', 'tpu_config'):
+    mods['tensorflow.python.tpu.' + name] = mods[
+        'tensorflow_estimator.python.estimator.tpu.' + name]
   mods['tensorflow_estimator'].estimator = v1
   # Parents hold their registered children as attributes, as imported packages do.
   for name, module in mods.items():
@@ -436,6 +441,10 @@ def install(v2_modules, v1_modules):
   python = sys.modules.get('tensorflow.python')
   if python is not None:
     tf_modules.set_attr(python, 'estimator', mods['tensorflow.python.estimator'])
+  python_tpu = sys.modules.get('tensorflow.python.tpu')
+  if python_tpu is not None:
+    for name in ('tpu_estimator', 'tpu_config'):
+      tf_modules.set_attr(python_tpu, name, mods['tensorflow.python.tpu.' + name])
   for module in v2_modules:
     tf_modules.set_attr(module, 'estimator', mods['_v2'])
   for module in v1_modules:

@@ -1,13 +1,14 @@
 """`tf.contrib.framework`: variable and arg_scope helpers of TF 1.x.
 
 Names TensorFlow still ships are served from it (global step helpers, checkpoint reading,
-`nest`, `sort`); the variable-collection and `arg_scope` helpers (`arg_scope`,
+`nest`, `sort`, the `deprecated` decorators); the variable-collection and `arg_scope` helpers (`arg_scope`,
 `add_arg_scope`, `get_variables_to_restore`, `assign_from_checkpoint_fn`, `model_variable`,
 `get_variables`, ...) come from the maintained `tf_slim` package (the `[legacy]` extra), where
 they live on.  Without tf_slim those raise an AttributeError naming the extra.
 """
 import tensorflow as tf
 
+from tpu_estimator import _tf_internals
 from tpu_estimator.compat.contrib import slim_loader
 
 _v1 = tf.compat.v1
@@ -25,6 +26,7 @@ load_checkpoint = tf.train.load_checkpoint
 load_variable = tf.train.load_variable
 nest = tf.nest
 sort = tf.sort
+globals().update(_tf_internals.deprecation_decorators())  # deprecated, deprecated_args, ...
 
 # From tf_slim, on access.
 _TF_SLIM_NAMES = (
@@ -39,7 +41,8 @@ _TF_SLIM_NAMES = (
 
 __all__ = ['argsort', 'assert_global_step', 'create_global_step', 'get_global_step',
            'get_or_create_global_step', 'init_from_checkpoint', 'is_tensor', 'list_variables',
-           'load_checkpoint', 'load_variable', 'nest', 'sort', 'get_name_scope']
+           'load_checkpoint', 'load_variable', 'nest', 'sort', 'get_name_scope', 'deprecated',
+           'deprecated_args', 'deprecated_arg_values']
 # The tf_slim names are resolved on access (module `__getattr__`), not listed in `__all__`:
 # listing them would import tf_slim (~0.5 s) whenever the contrib namespace is installed.
 

@@ -15,6 +15,7 @@ defaults, formulas and variable names, so TF 1.x checkpoints load into them:
 With the `tf_slim` package installed, every layer accepts `arg_scope` defaults.
 """
 import functools
+import importlib
 import math
 import numbers
 
@@ -590,12 +591,16 @@ def embed_sequence(ids, vocab_size=None, embed_dim=None, unique=False, initializ
 
 def __getattr__(name):
   """Other `tf.contrib.layers` names (`separable_conv2d`, `conv2d_transpose`, `repeat`,
-  `stack`, `optimize_loss`, `summarize_*`, ...) from the tf_slim package, which kept them."""
+  `stack`, `optimize_loss`, `OPTIMIZER_CLS_NAMES`, `summarize_*`, `instance_norm`,
+  `rev_block`, ...) from the tf_slim package, which kept them."""
   if name.startswith('__'):
     raise AttributeError(name)
-  tf_slim = slim_loader.load_tf_slim('tf.contrib.layers', name)
+  slim_loader.load_tf_slim('tf.contrib.layers', name)
+  # The package: its attribute `tf_slim.layers` is the submodule tf_slim.layers.layers (the
+  # package's star import rebinds it), without optimize_loss, summarize_*, rev_block, ...
+  package = importlib.import_module('tf_slim.layers')
   try:
-    return getattr(tf_slim.layers, name)
+    return getattr(package, name)
   except AttributeError:
     raise AttributeError(
         'tf.contrib.layers.%s is not provided by tpu_estimator nor by tf_slim: use '
