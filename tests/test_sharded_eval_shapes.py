@@ -274,3 +274,40 @@ def test_sharded_predict_rows_with_static_or_unknown_inner_shapes(tmp_path, stat
   assert len(rows) == 21
   np.testing.assert_allclose([r['head'] for r in rows], tokens[:, :SEQ // 2])
   np.testing.assert_allclose([r['total'] for r in rows], tokens.sum(axis=1, keepdims=True))
+
+
+def _deep_model_fn(features, labels, mode, params):
+  """Outputs of rank 5 (tensor2tensor's logits: [batch, length, 1, 1, vocab])."""
+  del labels, params
+  scale = v1.get_variable('scale', [], initializer=v1.ones_initializer())
+  deep = tf.reshape(tf.cast(features['tokens'], tf.float32) * scale, [-1, SEQ, 1, 1, 1])
+  deep = tf.tile(deep, [1, 1, 1, 1, 2])
+  if mode == te.ModeKeys.PREDICT:
+    return te.TPUEstimatorSpec(mode, predictions={'deep': deep})
+  metric_fn = lambda deep: {'deep_mean': v1.metrics.mean(deep)}  # noqa: E731
+  loss = tf.reduce_mean(deep)
+  train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.)).minimize(
+      loss, v1.train.get_global_step())  # (a checkpoint to evaluate, scale kept at 1)
+  return te.TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
+                             eval_metrics=(metric_fn, [deep]))
+
+
+def test_sharded_outputs_of_rank_five_come_back_whole(tmp_path):
+  """The loop's queue copies elements of rank <= 4 only: deeper outputs go through it
+  flattened, and come back with their shapes, every row, in evaluate and predict (21 rows in
+  batches of 8 over 2 shards, two batches a run)."""
+  tokens = _lm_data(21)['tokens']
+
+  def input_fn(params):
+    data = tf.data.Dataset.from_tensor_slices({'tokens': tokens}).batch(params['batch_size'])
+    return data.map(lambda f: (f, tf.zeros([tf.shape(f['tokens'])[0]])))
+
+  est = te.TPUEstimator(_deep_model_fn, config=te.RunConfig(
+      model_dir=str(tmp_path), tpu_config=te.TPUConfig(num_shards=2, iterations_per_loop=2)),
+      train_batch_size=8, eval_batch_size=8, predict_batch_size=8)
+  est.train(input_fn, max_steps=1)
+  rows = [r['deep'] for r in est.predict(input_fn)]
+  assert len(rows) == 21 and rows[0].shape == (SEQ, 1, 1, 2)
+  np.testing.assert_allclose(np.array(rows)[..., 0, 0, 0], tokens)
+  result = est.evaluate(input_fn)
+  np.testing.assert_allclose(result['deep_mean'], tokens.mean(), rtol=1e-6)

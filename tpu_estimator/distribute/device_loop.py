@@ -191,7 +191,8 @@ def collect_loop(iterations, step):
       with tf.init_scope():
         if state['padded']:
           dtypes = [t.dtype for t in flat] + [tf.int32]
-          shapes = [tf.TensorShape([None]).concatenate(inner) for _, inner in state['specs']]
+          shapes = [tf.TensorShape([None]).concatenate(_queue_inner(inner))
+                    for _, inner in state['specs']]
           shapes.append(tf.TensorShape([len(state['sized'])]))
           state['queue'] = tf.queue.PaddingFIFOQueue(-1, dtypes, shapes)
         else:
@@ -199,7 +200,8 @@ def collect_loop(iterations, step):
         # Empty again when the run ends: a graph kept across calls may hold it (graph_cache).
         tf.compat.v1.add_to_collection(DRAINED_QUEUES, state['queue'].queue_ref.op.name)
     if state['padded']:
-      flat = flat + [_first_axes([flat[index] for index in state['sized']])]
+      sizes = _first_axes([flat[index] for index in state['sized']])
+      flat = [_to_queue_rank(t) for t in flat] + [sizes]
     enqueue = state['queue'].enqueue(flat)
     with tf.control_dependencies([enqueue]):
       return i + 1, tf.identity(has_value)
@@ -208,6 +210,23 @@ def collect_loop(iterations, step):
                                   parallel_iterations=1)
   flat = _dequeue_padded(state, steps_run) if state['padded'] else _drain(state, steps_run)
   return tf.nest.pack_sequence_as(state['structure'], flat), steps_run, more
+
+
+# The padding queue's dequeue_many copies elements of rank <= 4 only ("Unhandled rank"):
+# deeper leaves (tensor2tensor's logits, [batch, length, 1, 1, vocab]) go in as [rows, -1].
+_QUEUE_RANK = 4
+
+
+def _queue_inner(inner):
+  """The shape past the first axis a leaf with static `inner` has in the padding queue."""
+  return inner if inner.rank + 1 <= _QUEUE_RANK else tf.TensorShape([inner.num_elements()])
+
+
+def _to_queue_rank(tensor):
+  inner = tensor.shape[1:]
+  if inner.rank + 1 <= _QUEUE_RANK:
+    return tensor
+  return tf.reshape(tensor, [-1, inner.num_elements()])
 
 
 def _first_axes(tensors):
@@ -239,7 +258,7 @@ def _dequeue_padded(state, steps_run):
       continue
     longest = tf.gather(tf.shape(tensor), 1)
     rows = tf.expand_dims(tf.range(longest), 0) < tf.expand_dims(column_of[index], 1)
-    flat.append(tf.gather_nd(tensor, tf.where(rows)))
+    flat.append(tf.reshape(tf.gather_nd(tensor, tf.where(rows)), [-1] + inner.as_list()))
   return flat
 
 
