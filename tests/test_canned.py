@@ -281,6 +281,30 @@ def test_optimizer_factory_runs_in_the_model_graph(tmp_path):
     tensor_lr.train(_input_fn(labels), steps=1)
 
 
+def test_head_trains_with_an_optimizer_whose_iterations_are_the_global_step(tmp_path):
+  """The original's canned estimators (and TF-Lattice's model_fn) set `optimizer.iterations`
+  to the global step before handing the optimizer to a head, which then only applied it; the
+  model_fn's own optimizer is also reachable as `est.model_fn(features, labels, mode, config)`,
+  bound to the estimator's params as the original's property."""
+  tf_keras = pytest.importorskip('tf_keras')
+
+  def model_fn(features, labels, mode, params):
+    logits = tf.expand_dims(features['x'], 1) * _v1.get_variable('w', [1])
+    optimizer = tf_keras.optimizers.legacy.Adagrad(params['rate'])
+    optimizer.iterations = _v1.train.get_or_create_global_step()
+    return canned.BinaryClassHead().create_estimator_spec(
+        features=features, mode=mode, logits=logits, labels=labels, optimizer=optimizer,
+        trainable_variables=_v1.trainable_variables())
+
+  est = tpu_estimator.Estimator(model_fn, model_dir=str(tmp_path), params={'rate': 0.1})
+  est.train(_input_fn((FEATURES['x'] > 0).astype(np.int64)), steps=3)
+  assert est.get_variable_value('global_step') == 3
+  with tf.Graph().as_default():
+    spec = est.model_fn({'x': tf.constant(FEATURES['x'][:2])}, None,
+                        tpu_estimator.ModeKeys.PREDICT, est.config)
+    assert isinstance(spec, tpu_estimator.EstimatorSpec) and 'logits' in spec.predictions
+
+
 def test_warm_start_from_another_model_dir(tmp_path):
   columns = [X, fc.indicator_column(COLOR)]
   source = canned.DNNRegressor([4], columns, model_dir=str(tmp_path / 'a'), config=CONFIG)

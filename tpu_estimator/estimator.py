@@ -47,6 +47,34 @@ _v1 = tf.compat.v1
 _log = tf.get_logger()
 
 
+def _checked_config(config, config_type):
+  if config is None:
+    return config_type()
+  if not isinstance(config, config_type):
+    raise errors.type_error('`config` must be a %s.%s.' % (config_type.__module__,
+                                                           config_type.__name__), config=config)
+  return config
+
+
+def with_model_dir(config, model_dir, config_type=RunConfig):
+  """`config` (None: the default `config_type`) with its model_dir: the one given here or in
+  `config` (an error where both are given and differ), else a new temporary folder.  Also the
+  original's `estimator.maybe_overwrite_model_dir_and_session_config(config, model_dir)`,
+  which TF-Lattice's canned estimators call before the constructor."""
+  config = _checked_config(config, config_type)
+  if model_dir is not None:
+    model_dir = os.fspath(model_dir)
+  if model_dir and config.model_dir and model_dir != config.model_dir:
+    raise errors.value_error(
+        '`model_dir` is set both in the constructor and in RunConfig, with different values.',
+        'Set it in one place.', model_dir=model_dir, config_model_dir=config.model_dir)
+  model_dir = model_dir or config.model_dir
+  if not model_dir:
+    model_dir = tempfile.mkdtemp()
+    _log.warning('Using temporary folder as model directory: %s', model_dir)
+  return config if config.model_dir == model_dir else config.replace(model_dir=model_dir)
+
+
 class Estimator:
   """Trains, evaluates and predicts with a `model_fn`, as `tf.estimator.Estimator` did."""
 
@@ -59,32 +87,16 @@ class Estimator:
     # argparse.Namespace, as the original allowed); TPUEstimator checks its own.
     model_fn_lib.verify_model_fn(model_fn, params,
                                  require_params=self._layout.allow_tpu_spec)
-    if config is None:
-      config = config_type()
-    if not isinstance(config, config_type):
-      raise errors.type_error('`config` must be a %s.%s.' % (config_type.__module__,
-                                                             config_type.__name__),
-                              config=config)
+    config = _checked_config(config, config_type)
     if self._layout.allow_tpu_spec and self._layout.use_tpu:  # sharded by its TPUConfig
       replication.reject_distribute_config(config)
     else:
       replication.check_strategies(config)
     gpus.grow_memory_unless_configured(config.session_config)
-    if model_dir is not None:
-      model_dir = os.fspath(model_dir)
-    if model_dir and config.model_dir and model_dir != config.model_dir:
-      raise errors.value_error(
-          '`model_dir` is set both in the constructor and in RunConfig, with different values.',
-          'Set it in one place.', model_dir=model_dir, config_model_dir=config.model_dir)
-    model_dir = model_dir or config.model_dir
-    if not model_dir:
-      model_dir = tempfile.mkdtemp()
-      _log.warning('Using temporary folder as model directory: %s', model_dir)
-    if config.model_dir != model_dir:
-      config = config.replace(model_dir=model_dir)
+    config = with_model_dir(config, model_dir, config_type)
     self._model_fn = model_fn
     self._config = config
-    self._model_dir = model_dir
+    self._model_dir = config.model_dir
     self._params = copy.deepcopy(params or {})
     self._warm_start = warm_starting.settings_from(warm_start_from)
     self._graph_cache = graph_cache.Cache(self)
@@ -93,7 +105,16 @@ class Estimator:
   model_dir = property(lambda self: self._model_dir)
   config = property(lambda self: copy.deepcopy(self._config))
   params = property(lambda self: copy.deepcopy(self._params))
-  model_fn = property(lambda self: self._model_fn)
+
+  @property
+  def model_fn(self):
+    """The model_fn bound to `self.params`, as the original's: called as
+    `model_fn(features, labels, mode, config)`, it calls the one given to the constructor with
+    the arguments that one takes and returns its checked spec."""
+    def public_model_fn(features, labels, mode, config):
+      return model_fn_lib.call_model_fn(self._model_fn, features, labels, mode, self.params,
+                                        config, allow_tpu_spec=isinstance(self, TPUEstimator))
+    return public_model_fn
 
   def latest_checkpoint(self):
     return restoring.latest_checkpoint(self._model_dir)

@@ -143,6 +143,17 @@ NAMES = {
     'tf.compat.v1.tpu.experimental.StochasticGradientDescentParameters': lambda: (
         tf.compat.v1.tpu.experimental.StochasticGradientDescentParameters(0.1).learning_rate
         == 0.1),
+    # What TF-Lattice's canned estimators import from the original's modules.
+    'estimator.EstimatorV2': lambda: importlib.import_module(
+        'tensorflow_estimator.python.estimator.estimator').EstimatorV2 is te.Estimator,
+    'estimator.maybe_overwrite_model_dir_and_session_config': lambda: importlib.import_module(
+        'tensorflow_estimator.python.estimator.estimator'
+    ).maybe_overwrite_model_dir_and_session_config(None, '/tmp/lattice').model_dir ==
+        '/tmp/lattice',
+    'canned.optimizers': lambda: (lambda m: (
+        type(m.get_optimizer_instance_v2('Adam', 0.1)).__name__ == 'Adam' and isinstance(
+            m.get_optimizer_instance('SGD', 0.1), tf.compat.v1.train.GradientDescentOptimizer)))(
+                importlib.import_module('tensorflow_estimator.python.estimator.canned.optimizers')),
     'tensorflow.compiler.tf2xla.python.xla.replica_id': lambda: (
         importlib.import_module('tensorflow.compiler.tf2xla.python.xla').replica_id is
         cross_replica.replica_id),

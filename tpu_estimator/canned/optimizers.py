@@ -169,7 +169,11 @@ def minimize(optimizer, loss, variables, global_step, increment_global_step=True
     return optimizer.minimize(loss, global_step=global_step if increment_global_step else None,
                               var_list=variables)
   if increment_global_step:
-    optimizer.iterations = global_step
+    try:
+      optimizer.iterations = global_step
+    except RuntimeError:  # set already (TF-Lattice's model_fn sets it before calling the head)
+      if optimizer.iterations is not global_step:
+        raise
   with tf.name_scope(scope + '/'):  # the same scope for every optimizer (not training_1)
     grads = tf.gradients(loss, variables)
     return optimizer.apply_gradients(

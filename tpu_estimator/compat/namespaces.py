@@ -16,6 +16,7 @@ import types
 import tpu_estimator as _te
 from tpu_estimator import canned as _canned
 from tpu_estimator.canned import logit_fns as _logit_fns
+from tpu_estimator.canned import optimizers as _canned_optimizers
 from tpu_estimator.canned import rnn as _canned_rnn
 from tpu_estimator.canned import sequential_head as _canned_sequential_head
 from tpu_estimator.canned import v1 as _canned_v1
@@ -23,6 +24,8 @@ from tpu_estimator.canned import v1_estimators as _v1_estimators
 from tpu_estimator.canned import v1_heads as _v1_heads
 from tpu_estimator.compat import tf_modules
 from tpu_estimator.distribute import tpu_embedding as _tpu_embedding
+from tpu_estimator import errors as _errors
+from tpu_estimator import estimator as _estimator_lib
 from tpu_estimator import export as _export
 from tpu_estimator import keras_models as _keras_models
 
@@ -334,14 +337,38 @@ PRIVATE_HELPERS = {
 }
 
 
+def _optimizer_from(get, opt, learning_rate):
+  if isinstance(opt, str) and not learning_rate:
+    raise _errors.value_error('learning_rate must be given when opt is a name.',
+                              'Pass learning_rate, or an optimizer instance.', opt=opt,
+                              learning_rate=learning_rate)
+  return get(opt, learning_rate, argument='opt')
+
+
+def get_optimizer_instance(opt, learning_rate=None):
+  """The original's `canned.optimizers.get_optimizer_instance`: a tf.compat.v1.train optimizer
+  from a name ('Adagrad', 'Adam', 'Ftrl', 'RMSProp', 'SGD', with `learning_rate`), an
+  instance, or a callable returning one."""
+  return _optimizer_from(_canned_v1.get_optimizer, opt, learning_rate)
+
+
+def get_optimizer_instance_v2(opt, learning_rate=None):
+  """The original's `canned.optimizers.get_optimizer_instance_v2` (TF-Lattice's canned
+  estimators call it): the Keras optimizer a tf.estimator canned estimator trains with, from a
+  name (with `learning_rate`), an instance, or a callable returning one."""
+  return _optimizer_from(_canned_optimizers.get_optimizer, opt, learning_rate)
+
+
 def legacy_modules(base, estimator, export, tpu):
   """The modules under `base` (`tensorflow_estimator.python.estimator`, or TF 1.x's
   `tensorflow.python.estimator`) that legacy code imported from directly."""
   pick_ = lambda *names: {n: estimator[n] for n in names if n in estimator}
   return {
       base: {},
-      base + '.estimator': dict(pick_('Estimator', 'WarmStartSettings', 'VocabInfo'),
-                                **PRIVATE_HELPERS),
+      base + '.estimator': dict(
+          pick_('Estimator', 'WarmStartSettings', 'VocabInfo'), EstimatorV2=_te.Estimator,
+          maybe_overwrite_model_dir_and_session_config=_estimator_lib.with_model_dir,
+          **PRIVATE_HELPERS),
       base + '.estimator_lib': dict(estimator),
       base + '.model_fn': dict(pick_('EstimatorSpec', 'ModeKeys'),
                                call_logit_fn=_logit_fns.call_logit_fn),
@@ -411,6 +438,8 @@ def canned_modules(base):
       base + '.canned.rnn': {'RNNClassifier': _canned.RNNClassifier,
                              'RNNEstimator': _canned.RNNEstimator,
                              'USE_DEFAULT': _canned_rnn.USE_DEFAULT},
+      base + '.canned.optimizers': {'get_optimizer_instance': get_optimizer_instance,
+                                    'get_optimizer_instance_v2': get_optimizer_instance_v2},
       base + '.canned.metric_keys': {'MetricKeys': _canned.MetricKeys},
       base + '.canned.prediction_keys': {'PredictionKeys': _canned.PredictionKeys},
       base + '.canned.parsing_utils': {
