@@ -23,7 +23,7 @@ from tpu_estimator.compat.contrib import slim_loader
 
 # The contrib modules implemented beside this file (`tpu_estimator.compat.contrib.<name>`).
 IMPLEMENTED = ('layers', 'data', 'metrics', 'training', 'summary', 'image', 'opt', 'slim',
-               'framework', 'lookup', 'estimator', 'distribute', 'rnn', 'stateless')
+               'framework', 'lookup', 'estimator', 'distribute', 'rnn', 'stateless', 'learn')
 
 # tf.contrib modules and what replaced them in TensorFlow 2 (also the hint for a name that a
 # provided module does not hold).
