@@ -1,10 +1,11 @@
 """`tf.contrib.framework`: variable and arg_scope helpers of TF 1.x.
 
 Names TensorFlow still ships are served from it (global step helpers, checkpoint reading,
-`nest`, `sort`, the `deprecated` decorators); the variable-collection and `arg_scope` helpers (`arg_scope`,
-`add_arg_scope`, `get_variables_to_restore`, `assign_from_checkpoint_fn`, `model_variable`,
-`get_variables`, ...) come from the maintained `tf_slim` package (the `[legacy]` extra), where
-they live on.  Without tf_slim those raise an AttributeError naming the extra.
+`nest`, `sort`, the `deprecated` decorators); the variable-collection and `arg_scope` helpers
+(`arg_scope`, `add_arg_scope`, `get_variables_to_restore`, `assign_from_checkpoint_fn`,
+`model_variable`, `get_variables`, ...) come from the maintained `tf_slim` package (the
+`[legacy]` extra), where they live on.  Without tf_slim those raise an AttributeError naming
+the extra.
 """
 import tensorflow as tf
 
