@@ -154,6 +154,10 @@ NAMES = {
         type(m.get_optimizer_instance_v2('Adam', 0.1)).__name__ == 'Adam' and isinstance(
             m.get_optimizer_instance('SGD', 0.1), tf.compat.v1.train.GradientDescentOptimizer)))(
                 importlib.import_module('tensorflow_estimator.python.estimator.canned.optimizers')),
+    # mesh_tensorflow (tensor2tensor) registers conversions through TF 1.x's location.
+    'tensorflow.python.framework.ops.register_tensor_conversion_function': lambda: (
+        importlib.import_module('tensorflow.python.framework.ops')
+        .register_tensor_conversion_function is tf.register_tensor_conversion_function),
     'tensorflow.compiler.tf2xla.python.xla.replica_id': lambda: (
         importlib.import_module('tensorflow.compiler.tf2xla.python.xla').replica_id is
         cross_replica.replica_id),

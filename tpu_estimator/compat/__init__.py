@@ -21,6 +21,8 @@ a program that never calls `install()` sees TensorFlow exactly as shipped.
   `compat.hub_import`);
 - `tensorflow.python.eager.profiler` (TF 2.0's eager profiler API) where TensorFlow dropped it
   (see `compat.eager_profiler`);
+- `tensorflow.python.framework.ops.register_tensor_conversion_function` where TensorFlow moved
+  it (see `tf_modules.restore_moved_names`);
 and registers in `sys.modules` the import paths legacy code used: `tensorflow.estimator[.*]`,
 `tensorflow.compat.v1.estimator[.*]`, `tensorflow.compat.v2.estimator[.*]`,
 `tensorflow_estimator[.*]`, TF 1.x's `tensorflow.python.estimator.*`, `tensorflow.contrib[.*]`,
@@ -74,6 +76,7 @@ def install(tf1=False):
   import tpu_estimator as te  # pylint: disable=import-outside-toplevel
   _tf_modules.real_tf()
   _tf_modules.register_compat_aliases()
+  _tf_modules.restore_moved_names()
   v2_modules, v1_modules = _tf_modules.api_modules()
   _namespaces.install(v2_modules, v1_modules)
   from tpu_estimator.distribute import cross_replica  # pylint: disable=import-outside-toplevel

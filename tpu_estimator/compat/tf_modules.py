@@ -63,6 +63,17 @@ def api_modules():
   return v2, v1
 
 
+def restore_moved_names():
+  """Names TensorFlow moved out of the modules that TF 1.x-era libraries import them from,
+  put back where TensorFlow no longer has them: `register_tensor_conversion_function` on
+  `tensorflow.python.framework.ops` (public as `tf.register_tensor_conversion_function`;
+  mesh_tensorflow, which tensor2tensor imports, calls it from `ops` when it is imported)."""
+  ops = sys.modules.get('tensorflow.python.framework.ops')
+  if ops is not None and not hasattr(ops, 'register_tensor_conversion_function'):
+    set_attr(ops, 'register_tensor_conversion_function',
+             real_tf().register_tensor_conversion_function)
+
+
 def set_attr(module, name, value):
   """`setattr`, skipped when the module already holds exactly that value."""
   if module.__dict__.get(name, None) is not value:
