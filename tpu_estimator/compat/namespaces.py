@@ -303,11 +303,7 @@ def build():
       ns(name, name, values)
   for name in ('tensorflow_estimator', 'tensorflow_estimator.python'):
     ns(name, name, {})
-  # TensorFlow <= 2.15 also served the original's TPU modules under its own package
-  # (mesh_tensorflow imports `tensorflow.python.tpu.tpu_estimator` at module level).
-  for name in ('tpu_estimator', 'tpu_config'):
-    mods['tensorflow.python.tpu.' + name] = mods[
-        'tensorflow_estimator.python.estimator.tpu.' + name]
+  _alias_tpu_modules(mods)
   mods['tensorflow_estimator'].estimator = v1
   # Parents hold their registered children as attributes, as imported packages do.
   for name, module in mods.items():
@@ -317,6 +313,14 @@ def build():
   _BUILT.update(mods)
   _BUILT['_v1'], _BUILT['_v2'] = v1, v2
   return _BUILT
+
+
+def _alias_tpu_modules(mods):
+  """TensorFlow <= 2.15 also served the original's TPU modules under its own package
+  (mesh_tensorflow imports `tensorflow.python.tpu.tpu_estimator` at module level)."""
+  for name in ('tpu_estimator', 'tpu_config'):
+    mods['tensorflow.python.tpu.' + name] = mods[
+        'tensorflow_estimator.python.estimator.tpu.' + name]
 
 
 def load_global_step_from_checkpoint_dir(checkpoint_dir):
