@@ -218,15 +218,15 @@ _QUEUE_RANK = 4
 
 
 def _queue_inner(inner):
-  """The shape past the first axis a leaf with static `inner` has in the padding queue."""
+  """The shape past the first axis a leaf with static `inner` has in the padding queue
+  (`inner` itself where the queue takes it as it is)."""
   return inner if inner.rank + 1 <= _QUEUE_RANK else tf.TensorShape([inner.num_elements()])
 
 
 def _to_queue_rank(tensor):
   inner = tensor.shape[1:]
-  if inner.rank + 1 <= _QUEUE_RANK:
-    return tensor
-  return tf.reshape(tensor, [-1, inner.num_elements()])
+  queued = _queue_inner(inner)
+  return tensor if queued is inner else tf.reshape(tensor, [-1] + queued.as_list())
 
 
 def _first_axes(tensors):
@@ -258,7 +258,9 @@ def _dequeue_padded(state, steps_run):
       continue
     longest = tf.gather(tf.shape(tensor), 1)
     rows = tf.expand_dims(tf.range(longest), 0) < tf.expand_dims(column_of[index], 1)
-    flat.append(tf.reshape(tf.gather_nd(tensor, tf.where(rows)), [-1] + inner.as_list()))
+    kept = tf.gather_nd(tensor, tf.where(rows))
+    flat.append(kept if _queue_inner(inner) is inner else
+                tf.reshape(kept, [-1] + inner.as_list()))
   return flat
 
 

@@ -11,9 +11,10 @@ have the problem.
 
 `for_replica(loss, copies_for(index))` copies the ops between the loss and the variables it
 reads, with replica `index`'s copies of those variables in place of any other replica's, in the
-current graph (the loss itself where it reads replica `index`'s already).  A loss that reads anything
-but variables and constants (an activity regularizer, made from the replica's own inputs, which
-each replica adds for itself) gives None; `maker(loss)` then says which replica made it.
+current graph (the loss itself where it reads replica `index`'s already).  A loss that reads
+anything but variables and constants (an activity regularizer, made from the replica's own
+inputs, which each replica adds for itself) gives None; `maker(loss)` then says which replica
+made it.
 """
 import re
 
