@@ -122,7 +122,7 @@ if ! finished oldest; then
 fi
 
 echo "=== Tests on the oldest supported TensorFlow ($(versions "$OLDEST_VENV")): the suite but" \
-     "the tests of scikit-learn, pandas and tensorflow_hub ==="
+     "the tests of scikit-learn, pandas and tensorflow_hub and the differential files ==="
 oldest_status=0
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$OLDEST_VENV/bin/python" -m pytest -q \
   -p no:cacheprovider "${WORKERS[@]}" tests "${OLDEST_LEAVES_OUT[@]}" || oldest_status=$?
