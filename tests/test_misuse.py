@@ -436,6 +436,17 @@ ROWS = [
         lambda c: c.tpu(_wrap(lambda s, f, l, m: s._replace(
             host_call=(lambda loss: [], 'loss')), tpu=True)).train(c.train_input, steps=1),
         TypeError, ['host_call', "'loss'"]),
+    # A spec's hook reading model_fn's tensors, which use_tpu=True builds inside the loop:
+    # failing in the hook's begin() (LoggingTensorHook) or when it asks for them (NanTensor).
+    Row('tpu_training_hook_reads_a_tensor_of_the_loop',
+        lambda c: c.tpu(_wrap(lambda s, f, l, m: s._replace(training_hooks=[
+            v1.train.LoggingTensorHook({'loss': s.loss}, every_n_iter=1)]), tpu=True)).train(
+                c.train_input, steps=2),
+        ValueError, ['training_hooks', 'LoggingTensorHook', 'host_call', 'use_tpu=False']),
+    Row('tpu_evaluation_hook_reads_a_tensor_of_the_loop',
+        lambda c: c.tpu(_wrap(lambda s, f, l, m: s._replace(evaluation_hooks=[
+            v1.train.NanTensorHook(s.loss)]), tpu=True)).evaluate(c.eval_input),
+        ValueError, ['evaluation_hooks', 'NanTensorHook', 'eval_metrics']),
 ]
 
 

@@ -23,6 +23,7 @@ from tpu_estimator.distribute import gather
 from tpu_estimator.distribute import replica_collections
 from tpu_estimator.distribute import xla
 from tpu_estimator import errors
+from tpu_estimator.hooks import loop_tensors
 from tpu_estimator.hooks import run_control as hooks_lib
 from tpu_estimator import specs
 from tpu_estimator.specs import ModeKeys
@@ -231,7 +232,8 @@ def _build_train_loop(plan, model_fn, host_input, global_step):
   scaffold = _loop_scaffold(captured)
   with tf.control_dependencies([steps_run, loss]):
     step_after = tf.identity(plan.replicas.primary(global_step).read_value())
-  return TrainStep(scaffold=scaffold, hooks=[], spec_hooks=list(spec.training_hooks),
+  return TrainStep(scaffold=scaffold, hooks=[],
+                   spec_hooks=loop_tensors.checked(spec.training_hooks, 'training_hooks'),
                    chief_hooks=[],
                    loss=loss, train_op=None, global_step=step_after, iterations=iterations,
                    steps_run=steps_run, compiles_step=compiles_step, compiled_loop=whole)
@@ -425,7 +427,8 @@ def build_eval(plan, model_fn, host_input, num_steps):
   update, values = finish_metrics(metrics, loss_metric, eval_step, counted)
   loop_hook = hooks_lib.CollectLoopHook(iterations, update, more, plan.ipl, num_steps)
   return EvalStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
-                  spec_hooks=list(spec.evaluation_hooks), chief_hooks=[], update=update,
+                  spec_hooks=loop_tensors.checked(spec.evaluation_hooks, 'evaluation_hooks'),
+                  chief_hooks=[], update=update,
                   values=values, compiled_loop=captured['compiled'])
 
 
@@ -515,6 +518,8 @@ def build_predict(plan, model_fn, host_input):
   spec = captured['spec']
   loop_hook = hooks_lib.CollectLoopHook(iterations, steps_run, more, plan.ipl)
   return PredictStep(scaffold=_loop_scaffold(captured), hooks=[loop_hook],
-                     spec_hooks=list(spec.prediction_hooks), chief_hooks=[],
+                     spec_hooks=loop_tensors.checked(spec.prediction_hooks,
+                                                     'prediction_hooks'),
+                     chief_hooks=[],
                      predictions=predictions, batch_rows=rows,
                      compiled_loop=captured['compiled'])
