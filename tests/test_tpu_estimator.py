@@ -329,11 +329,15 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
                              regularizer=lambda w: 0.01 * tf.reduce_sum(tf.square(w)))
     out = tf.matmul(features['x'], kernel)
     out += 0.0 * cross_replica.cross_replica_sum(tf.reduce_sum(out))
-    v1.add_to_collection(v1.GraphKeys.UPDATE_OPS, tf.no_op())
-    v1.losses.mean_squared_error(labels, out)
+    with v1.variable_scope('gen') as scope:
+      v1.add_to_collection(v1.GraphKeys.UPDATE_OPS, tf.no_op())
+      v1.losses.mean_squared_error(labels, out)
+    # Read by the variable scope too (TF-GAN's: a replica's ops are named 'replica_1/gen/..').
     counts.append((len(v1.get_collection(v1.GraphKeys.LOSSES)),
                    len(v1.get_collection(v1.GraphKeys.UPDATE_OPS)),
-                   len(v1.losses.get_regularization_losses())))
+                   len(v1.losses.get_regularization_losses()),
+                   len(v1.get_collection(v1.GraphKeys.UPDATE_OPS, scope.name)),
+                   len(v1.losses.get_losses(scope=scope.name))))
     loss = v1.losses.get_total_loss()
     train_op = te.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.05)).minimize(
         loss, v1.train.get_global_step())
@@ -350,7 +354,7 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
     est = _tpu_est(tmp_path / str(shards), shards, model_fn)
     est.train(h.dataset_input_fn(x, y), steps=3)
     # Each replica: one loss, update op, regularizer; no average (the 2nd saw the 1st's).
-    assert sorted(map(str, counts)) == sorted(map(str, [(1, 1, 1), 0] * shards)), counts
+    assert sorted(map(str, counts)) == sorted(map(str, [(1, 1, 1, 1, 1), 0] * shards)), counts
     metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
     results.append((est.get_variable_value('kernel'), metrics['loss'],
                     est.get_variable_value('kernel/ExponentialMovingAverage')))

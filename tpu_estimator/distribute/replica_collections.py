@@ -12,6 +12,11 @@ moving averages.
 `own_collections()` around a replica's `model_fn` call records which replica added each entry
 of those collections and hides the other replicas' entries from its reads.  Entries added
 outside the replicas (before or after) are seen by all; so are the variables' collections.
+A read by scope (`get_collection(UPDATE_OPS, scope)`) matches the scope against each entry's
+name without the replica's own name scope ('replica_1/'), as one traced `model_fn` named it.
+Entries appended to `get_collection_ref`'s list directly (tf_keras's legacy layers add their
+batch-norm updates so) carry no owner: later replicas see them too, and their ops still run
+once a step.
 `REGULARIZATION_LOSSES`: a replica sees its own entries and those added outside the replicas;
 another replica's entry is given to it rebuilt on its own copies of the variables where it
 reads only variables (a weight regularizer, which the first replica alone adds, as it alone
@@ -21,6 +26,7 @@ first's too).  The plain Estimator's `train_distribute` keeps TensorFlow's share
 collections, as the original's did.
 """
 import contextlib
+import re
 import threading
 import weakref
 
@@ -62,10 +68,10 @@ def _install():
     return add(graph, name, value)
 
   def get_collection(graph, name, scope=None):
-    items = get(graph, name, scope)
     me = _replica()
     if me is None or name not in _RECORDED:
-      return items
+      return get(graph, name, scope)
+    items = _in_scope(get(graph, name), scope, me)
     owners = _owners.get(_outermost(graph), {})
     if name == _REGULARIZATION:
       return _regularization_losses(items, owners, me)
@@ -74,6 +80,28 @@ def _install():
   tf.Graph.add_to_collection = add_to_collection
   tf.Graph.get_collection = get_collection
   _installed.append(True)
+
+
+def _in_scope(items, scope, me):
+  """`items` whose name `scope` matches (as `tf.Graph.get_collection` filters them) once the
+  replica's own name scope is taken out: on a TPU the one traced `model_fn` named its ops
+  without it, and programs filter by the variable scope they built in (TF-GAN's
+  `get_collection(UPDATE_OPS, generator_scope.name)` missed the second replica's batch-norm
+  updates, 'replica_1/Generator/...', and stopped on them as unused)."""
+  if scope is None:
+    return items
+  pattern, prefix = re.compile(scope), 'replica_%d/' % me
+  kept = []
+  for item in items:
+    name = getattr(item, 'name', None)
+    if not isinstance(name, str):  # as TensorFlow's filter: an item with no name is left out
+      continue
+    start = 0 if name.startswith(prefix) else name.find('/' + prefix) + 1
+    if start > 0 or name.startswith(prefix):
+      name = name[:start] + name[start + len(prefix):]
+    if pattern.match(name):
+      kept.append(item)
+  return kept
 
 
 def _regularization_losses(items, owners, me):
