@@ -122,6 +122,45 @@ def test_numpy_under_estimator_keeps_its_batch_size(tmp_path):
   assert sizes == [4]
 
 
+def test_numpy_called_by_another_input_fn_gives_the_batch_tensors(tmp_path):
+  """The original's input_fn returned the next batch's tensors, and programs' own input_fns
+  indexed them (TF-GAN's StarGAN test: `numpy_input_fn(...)()['x']`); called by the
+  estimator itself it gives a dataset, which reads the same batches."""
+  x = np.arange(40, dtype=np.float32).reshape(20, 2)
+  y = x.sum(axis=1, keepdims=True) * 0.5
+  returned = []
+
+  def model_fn(features, labels, mode):
+    features = features['x'] if isinstance(features, dict) else features  # (direct: a dict)
+    kernel = v1.get_variable('kernel', [2, 1], initializer=v1.zeros_initializer())
+    loss = v1.losses.mean_squared_error(labels, tf.matmul(features, kernel))
+    train_op = v1.train.GradientDescentOptimizer(0.001).minimize(loss,
+                                                                 v1.train.get_global_step())
+    return te.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  def unwrapped(features, labels):
+    return features['x'], labels
+
+  def wrapping_input_fn():
+    features, labels = te.numpy_input_fn({'x': x}, y, batch_size=5, shuffle=False)()
+    returned.append(type(features))
+    return unwrapped(features, labels)
+
+  results = []
+  for name, input_fn in (('wrapped', wrapping_input_fn),
+                         ('direct', te.numpy_input_fn({'x': x}, y, batch_size=5,
+                                                      shuffle=False))):
+    est = te.Estimator(model_fn, model_dir=str(tmp_path / name),
+                       config=te.EstimatorRunConfig(tf_random_seed=1))
+    est.train(input_fn)  # one epoch: 4 steps, then the end of the input
+    results.append((est.get_variable_value('global_step'),
+                    est.get_variable_value('kernel'), est.evaluate(input_fn)['loss']))
+  assert returned == [dict, dict]
+  assert results[0][0] == results[1][0] == 4
+  np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-6)
+  np.testing.assert_allclose(results[0][2], results[1][2], rtol=1e-6)
+
+
 def test_numpy_several_pipelines_read_their_own_rows():
   class Context:
     input_context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)

@@ -14,6 +14,12 @@ batch each input pipeline must produce (per host or per shard), so it is used in
 `batch_size` argument (a warning says so when they differ), and with several input pipelines
 (workers, or PER_SHARD_V1) each reads its own part of the rows.  Under `Estimator`, `params`
 is the user's and `batch_size` is used.
+
+The `input_fn` returns a dataset of those batches where the estimator calls it (it reads the
+dataset as the original read its tensors) or where it runs eagerly (the original's queues
+could not); called in a graph by other code (an `input_fn` of the program's that indexes the
+features it returns, as TF-GAN's StarGAN test does), it returns the next batch's tensors, as
+the original did.
 """
 import collections
 
@@ -21,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpu_estimator import errors
+from tpu_estimator.distribute import input_fn as input_fn_lib
 from tpu_estimator.distribute import layout
 
 _log = tf.get_logger()
@@ -178,7 +185,12 @@ def _input_fn(data, make, num_rows, batch_size, num_epochs, shuffle, buffer_size
       dataset = dataset.shuffle(buffer_size or 1000)
     dataset = dataset.batch(batch, drop_remainder=num_epochs is None)
     # A (features, labels) element reaches map's function as two arguments.
-    return dataset.map(lambda *element: make(element[0] if len(element) == 1 else element))
+    dataset = dataset.map(lambda *element: make(element[0] if len(element) == 1 else element))
+    if tf.executing_eagerly() or input_fn_lib.called_by_the_estimator(input_fn):
+      return dataset
+    # Called by another input_fn (TF-GAN's tests index its features): the next batch's
+    # tensors, which the original's queue gave every caller.
+    return tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
 
   return input_fn
 

@@ -2,6 +2,7 @@
 (`params`, `config`, `mode`, `input_context`), and what it returns is checked and split into
 features and labels."""
 import inspect
+import threading
 
 import tensorflow as tf
 
@@ -25,14 +26,27 @@ def accepted_kwargs(fn, **available):
   return {name: value for name, value in available.items() if name in args}
 
 
+_calling = threading.local()  # .input_fn: the input_fn call_input_fn is calling on this thread
+
+
 def call_input_fn(input_fn, mode, params, config, input_context=None):
   """Calls `input_fn` with the subset of (mode, params, config, input_context) it accepts."""
   if not callable(input_fn):
     raise errors.type_error('`input_fn` must be callable.', input_fn=input_fn)
   kwargs = accepted_kwargs(input_fn, mode=mode, params=params, config=config,
                            input_context=input_context)
-  with tf.device('/cpu:0'):
-    return input_fn(**kwargs)
+  previous = getattr(_calling, 'input_fn', None)
+  _calling.input_fn = input_fn
+  try:
+    with tf.device('/cpu:0'):
+      return input_fn(**kwargs)
+  finally:
+    _calling.input_fn = previous
+
+
+def called_by_the_estimator(input_fn):
+  """Whether the estimator itself is calling `input_fn` (not another input_fn calling it)."""
+  return getattr(_calling, 'input_fn', None) is input_fn
 
 
 def split_features_labels(element):
