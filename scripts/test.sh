@@ -10,10 +10,11 @@
 #    (pytest -ra); a failed build fails them.
 # 2. The oldest TensorFlow the project supports (2.16): the whole suite again, but for the
 #    tests of scikit-learn, pandas and tensorflow_hub and the differential files
-#    (OLDEST_LEAVES_OUT), in .venv-tf216, built on the first run and reused while complete. A TensorFlow release that moved an internal
-#    the library relies on, or that computes differently (XLA's CPU backend in 2.16 keeps
-#    float16 products in float32), fails here rather than on a user's machine. Installing it
-#    needs the package index: when it cannot be installed this run fails; it is never skipped.
+#    (OLDEST_LEAVES_OUT), in .venv-tf216, built on the first run and reused while complete.
+#    A TensorFlow release that moved an internal the library relies on, or that computes
+#    differently (XLA's CPU backend in 2.16 keeps float16 products in float32), fails here
+#    rather than on a user's machine. Installing it needs the package index: when it cannot be
+#    installed this run fails; it is never skipped.
 # 3. The documentation site: scripts/docs.sh (`mkdocs build --strict` in .venv-docs, built on
 #    the first run; ~20 s once built): a broken link or API reference fails the run.
 #

@@ -96,9 +96,11 @@ def _in_scope(items, scope, me):
     name = getattr(item, 'name', None)
     if not isinstance(name, str):  # as TensorFlow's filter: an item with no name is left out
       continue
-    start = 0 if name.startswith(prefix) else name.find('/' + prefix) + 1
-    if start > 0 or name.startswith(prefix):
-      name = name[:start] + name[start + len(prefix):]
+    if name.startswith(prefix):
+      name = name[len(prefix):]
+    elif '/' + prefix in name:  # under a name scope the replicas were started in
+      at = name.index('/' + prefix) + 1
+      name = name[:at] + name[at + len(prefix):]
     if pattern.match(name):
       kept.append(item)
   return kept

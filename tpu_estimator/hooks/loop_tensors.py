@@ -2,10 +2,11 @@
 
 With `use_tpu=True`, `model_fn` is built inside the device loop's body (a function graph that
 runs `iterations_per_loop` steps per `session.run`), so a session cannot fetch its
-tensors.  A hook that asks for one (a `LoggingTensorHook` on the loss in `training_hooks`) stopped with TensorFlow's "should
-have graph attribute that is equal to current graph" or "not an element of this graph";
-`checked` wraps each hook so the error says what happened and what to do instead.  A hook
-that fetches nothing of the loop's (the global step, its own variables) runs unchanged.
+tensors.  A hook that asks for one (a `LoggingTensorHook` on the loss in `training_hooks`)
+stopped with TensorFlow's "should have graph attribute that is equal to current graph" or "not
+an element of this graph"; `checked` wraps each hook so the error says what happened and what
+to do instead.  A hook that fetches nothing of the loop's (the global step, its own
+variables) runs unchanged.
 """
 import tensorflow as tf
 
