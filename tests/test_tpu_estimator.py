@@ -331,6 +331,8 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
     out += 0.0 * cross_replica.cross_replica_sum(tf.reduce_sum(out))
     with v1.variable_scope('gen') as scope:
       v1.add_to_collection(v1.GraphKeys.UPDATE_OPS, tf.no_op())
+      # As tf_keras's legacy layers add their batch-norm updates: no add_to_collection.
+      v1.get_collection_ref(v1.GraphKeys.UPDATE_OPS).append(tf.no_op(name='appended'))
       v1.losses.mean_squared_error(labels, out)
     # Read by the variable scope too (TF-GAN's: a replica's ops are named 'replica_1/gen/..').
     counts.append((len(v1.get_collection(v1.GraphKeys.LOSSES)),
@@ -353,8 +355,9 @@ def test_each_shard_sees_its_own_losses_and_update_ops(tmp_path):
     del counts[:]
     est = _tpu_est(tmp_path / str(shards), shards, model_fn)
     est.train(h.dataset_input_fn(x, y), steps=3)
-    # Each replica: one loss, update op, regularizer; no average (the 2nd saw the 1st's).
-    assert sorted(map(str, counts)) == sorted(map(str, [(1, 1, 1, 1, 1), 0] * shards)), counts
+    # Each replica: one loss, two update ops, one regularizer; no average (the 2nd saw the
+    # 1st's).
+    assert sorted(map(str, counts)) == sorted(map(str, [(1, 2, 1, 2, 1), 0] * shards)), counts
     metrics = est.evaluate(h.dataset_input_fn(x, y, repeat=False, drop_remainder=True))
     results.append((est.get_variable_value('kernel'), metrics['loss'],
                     est.get_variable_value('kernel/ExponentialMovingAverage')))

@@ -15,8 +15,8 @@ outside the replicas (before or after) are seen by all; so are the variables' co
 A read by scope (`get_collection(UPDATE_OPS, scope)`) matches the scope against each entry's
 name without the replica's own name scope ('replica_1/'), as one traced `model_fn` named it.
 Entries appended to `get_collection_ref`'s list directly (tf_keras's legacy layers add their
-batch-norm updates so) carry no owner: later replicas see them too, and their ops still run
-once a step.
+batch-norm updates so) carry no recorded owner: it is read from the replica scope in their
+name, or is the first replica where they came after it began (`_owner`).
 `REGULARIZATION_LOSSES`: a replica sees its own entries and those added outside the replicas;
 another replica's entry is given to it rebuilt on its own copies of the variables where it
 reads only variables (a weight regularizer, which the first replica alone adds, as it alone
@@ -47,6 +47,7 @@ _RECORDED = PER_REPLICA + (_REGULARIZATION,)
 _local = threading.local()  # .replica: the replica whose model_fn this thread is building
 _owners = weakref.WeakKeyDictionary()  # graph -> {(collection, id(entry)): replica}
 _rebuilt = weakref.WeakKeyDictionary()  # graph -> {(id(loss), replica): (loss, its copy)}
+_before = weakref.WeakKeyDictionary()  # graph -> {collection: ids there as replica 0 began}
 _installed = []
 
 
@@ -75,11 +76,30 @@ def _install():
     owners = _owners.get(_outermost(graph), {})
     if name == _REGULARIZATION:
       return _regularization_losses(items, owners, me)
-    return [item for item in items if owners.get((name, id(item)), me) == me]
+    return [item for item in items if _owner(graph, name, item, owners) in (None, me)]
 
   tf.Graph.add_to_collection = add_to_collection
   tf.Graph.get_collection = get_collection
   _installed.append(True)
+
+
+_REPLICA_SCOPE = re.compile(r'(?:^|/)replica_(\d+)/')
+
+
+def _owner(graph, name, item, owners):
+  """The replica that added `item` to collection `name`, None where no replica did.  Entries
+  appended to `get_collection_ref`'s list directly (tf_keras's legacy layers add their
+  batch-norm updates so) have no recorded owner: the replica scope in the entry's name tells
+  a later replica's, and an unnamed scope the first replica's where the entry was not in the
+  collection when that replica began (`own_collections`)."""
+  owner = owners.get((name, id(item)))
+  if owner is not None:
+    return owner
+  found = _REPLICA_SCOPE.search(getattr(item, 'name', None) or '')
+  if found:
+    return int(found.group(1))
+  before = _before.get(graph, {}).get(name)
+  return 0 if before is not None and id(item) not in before else None
 
 
 def _in_scope(items, scope, me):
@@ -148,6 +168,10 @@ def own_collections():
     yield
     return
   _install()
+  if int(replica) == 0:
+    graph = _v1.get_default_graph()
+    _before[graph] = {name: {id(item) for item in graph.get_collection_ref(name)}
+                      for name in PER_REPLICA}
   previous = _replica()
   _local.replica = int(replica)
   try:
