@@ -89,17 +89,17 @@ _REPLICA_SCOPE = re.compile(r'(?:^|/)replica_(\d+)/')
 def _owner(graph, name, item, owners):
   """The replica that added `item` to collection `name`, None where no replica did.  Entries
   appended to `get_collection_ref`'s list directly (tf_keras's legacy layers add their
-  batch-norm updates so) have no recorded owner: the replica scope in the entry's name tells
-  a later replica's, and an unnamed scope the first replica's where the entry was not in the
-  collection when that replica began (`own_collections`)."""
+  batch-norm updates so) have no recorded owner: one that was not in the collection when the
+  first replica began (`own_collections`) is the replica's its name scope names
+  (`replica_1/...`), else the first replica's."""
   owner = owners.get((name, id(item)))
   if owner is not None:
     return owner
-  found = _REPLICA_SCOPE.search(getattr(item, 'name', None) or '')
-  if found:
-    return int(found.group(1))
   before = _before.get(graph, {}).get(name)
-  return 0 if before is not None and id(item) not in before else None
+  if before is None or id(item) in before:  # there before the replicas: everyone's
+    return None
+  found = _REPLICA_SCOPE.search(getattr(item, 'name', None) or '')
+  return int(found.group(1)) if found else 0
 
 
 def _in_scope(items, scope, me):
