@@ -83,9 +83,6 @@ def _install():
   _installed.append(True)
 
 
-_REPLICA_SCOPE = re.compile(r'(?:^|/)replica_(\d+)/')
-
-
 def _owner(graph, name, item, owners):
   """The replica that added `item` to collection `name`, None where no replica did.  Entries
   appended to `get_collection_ref`'s list directly (tf_keras's legacy layers add their
@@ -98,8 +95,7 @@ def _owner(graph, name, item, owners):
   before = _before.get(graph, {}).get(name)
   if before is None or id(item) in before:  # there before the replicas: everyone's
     return None
-  found = _REPLICA_SCOPE.search(getattr(item, 'name', None) or '')
-  return int(found.group(1)) if found else 0
+  return replica_regularizers.maker(item) if isinstance(getattr(item, 'name', None), str) else 0
 
 
 def _in_scope(items, scope, me):
@@ -116,12 +112,7 @@ def _in_scope(items, scope, me):
     name = getattr(item, 'name', None)
     if not isinstance(name, str):  # as TensorFlow's filter: an item with no name is left out
       continue
-    if name.startswith(prefix):
-      name = name[len(prefix):]
-    elif '/' + prefix in name:  # under a name scope the replicas were started in
-      at = name.index('/' + prefix) + 1
-      name = name[:at] + name[at + len(prefix):]
-    if pattern.match(name):
+    if pattern.match(name[len(prefix):] if name.startswith(prefix) else name):
       kept.append(item)
   return kept
 

@@ -38,10 +38,10 @@ def for_replica(loss, copies):
     return None
 
 
-def maker(loss):
-  """The index of the replica whose `model_fn` call made `loss`: a strategy's replica threads
-  after the first build under the name scope `replica_<index>`."""
-  found = re.match(r'replica_(\d+)/', loss.op.name)
+def maker(item):
+  """The index of the replica whose `model_fn` call made `item` (a tensor or an operation):
+  a strategy's replica threads after the first build under the name scope `replica_<index>`."""
+  found = re.match(r'replica_(\d+)/', item.name)
   return int(found.group(1)) if found else 0
 
 
