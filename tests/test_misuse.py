@@ -101,6 +101,16 @@ class _Cluster:
     return tf.train.ClusterSpec({})
 
 
+class _FetchByName(v1.train.SessionRunHook):
+  """A hook that fetches a tensor by its name each step."""
+
+  def __init__(self, name):
+    self._name = name
+
+  def before_run(self, run_context):
+    return v1.train.SessionRunArgs(self._name)
+
+
 def _dataset_batched(size, repeat=False, drop_remainder=False):
   def input_fn(params):
     del params
@@ -447,6 +457,15 @@ ROWS = [
         lambda c: c.tpu(_wrap(lambda s, f, l, m: s._replace(evaluation_hooks=[
             v1.train.NanTensorHook(s.loss)]), tpu=True)).evaluate(c.eval_input),
         ValueError, ['evaluation_hooks', 'NanTensorHook', 'eval_metrics']),
+    Row('tpu_training_hook_reads_a_tensor_of_the_loop_by_name',
+        lambda c: c.tpu(_wrap(lambda s, f, l, m: s._replace(training_hooks=[
+            v1.train.LoggingTensorHook({'loss': s.loss.name}, every_n_iter=1)]),
+                              tpu=True)).train(c.train_input, steps=2),
+        ValueError, ['training_hooks', 'LoggingTensorHook', 'host_call', 'misspelled']),
+    Row('tpu_training_hook_fetches_a_tensor_of_the_loop_by_name',
+        lambda c: c.tpu(_wrap(lambda s, f, l, m: s._replace(training_hooks=[
+            _FetchByName(s.loss.name)]), tpu=True)).train(c.train_input, steps=2),
+        ValueError, ['training_hooks', '_FetchByName', 'host_call']),
 ]
 
 
